@@ -1,0 +1,1 @@
+"""Analysis of probe-pack runs: load a run directory, evaluate rules, write reports."""

@@ -1,0 +1,47 @@
+"""Command line: python -m analysis {report,validate,schema-doc} ..."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .run import Run, RunDataError
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("report", help="write verdicts.json, report.md and plots/ into a run directory")
+    r.add_argument("run", nargs="?", default="runs/latest", help="run directory (default runs/latest)")
+    v = sub.add_parser("validate", help="check every CSV of a run against the data contract")
+    v.add_argument("run", nargs="?", default="runs/latest")
+    sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/schemas.py)")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "report":
+            from .report import write_report
+            from .wording import headline
+
+            report, findings = write_report(args.run)
+            real = [f for f in findings if f.status != "absent"]
+            for f in real:
+                print(headline(f))
+            if not real:
+                print("no finding")
+            print(f"report: {report}")
+        elif args.cmd == "validate":
+            counts = Run.open(args.run).validate_all()
+            for name, n in counts.items():
+                print(f"{name}: {n} rows ok")
+        elif args.cmd == "schema-doc":
+            from .schemas import schema_doc
+
+            print(schema_doc())
+    except RunDataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

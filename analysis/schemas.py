@@ -1,0 +1,283 @@
+"""The data contract: every CSV a probe or script writes, in one place.
+
+Each table names its file, the writer that produces it, a version, and for each
+column its type, checks and meaning. Loaders validate against these schemas;
+tests check that real probe output matches them; docs/data-contract.md is
+generated from them (``python -m analysis schema-doc``).
+
+Bump a table's ``version`` (and CONTRACT_VERSION) whenever a column changes
+meaning, type or order; writers print the contract version they follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandera.pandas as pa
+
+# Version of the whole contract, recorded by scripts/capture in metadata.json.
+CONTRACT_VERSION = 1
+
+INT = "Int64"  # nullable integer: empty cells stay <NA> instead of failing
+FLOAT = "float64"
+STR = "string"
+
+
+@dataclass(frozen=True)
+class Col:
+    name: str
+    dtype: str
+    description: str
+    checks: tuple[pa.Check, ...] = ()
+    nullable: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    file: str
+    writer: str
+    version: int
+    description: str
+    columns: tuple[Col, ...]
+    optional: bool = False  # a run may lack the file (e.g. no lab client)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def schema(self) -> pa.DataFrameSchema:
+        return pa.DataFrameSchema(
+            {
+                c.name: pa.Column(
+                    c.dtype,
+                    checks=list(c.checks),
+                    nullable=c.nullable,
+                    description=c.description,
+                )
+                for c in self.columns
+            },
+            strict=True,
+            ordered=True,
+            coerce=True,
+            name=self.name,
+        )
+
+
+NONNEG = (pa.Check.ge(0),)
+PORT = (pa.Check.in_range(0, 65535),)
+
+
+def _count(name: str, description: str) -> Col:
+    return Col(name, INT, description, NONNEG)
+
+
+_PROBE_TIME = Col("time_s", INT, "wall-clock second at the end of the probe interval (epoch seconds)", NONNEG)
+_SAMPLE_TIME = Col("time_s", FLOAT, "wall-clock time of the sample (epoch seconds, ms resolution)", NONNEG)
+_NETNS = Col(
+    "netns",
+    INT,
+    "network namespace inode number (as in /proc/PID/ns/net; metadata.json maps names to it)",
+    NONNEG,
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table(
+            "aq_listen",
+            "aq_listen.csv",
+            "probes/accept_queue.bt",
+            1,
+            "One row per listen() call seen while the probe ran.",
+            (
+                _PROBE_TIME,
+                Col("pid", INT, "process id that called listen()", NONNEG),
+                Col("comm", STR, "process name (task comm)"),
+                _NETNS,
+                Col("lport", INT, "local port of the listening socket", PORT),
+                Col("fd", INT, "file descriptor passed to listen()", NONNEG),
+                Col("backlog_requested", INT, "backlog argument the application asked for"),
+                Col(
+                    "limit_effective",
+                    INT,
+                    "sk_max_ack_backlog the kernel set: min(backlog, net.core.somaxconn); -1 if listen() failed",
+                ),
+                Col("ret", INT, "return value of listen() (0 or -errno)"),
+            ),
+        ),
+        Table(
+            "aq_listener",
+            "aq_listener.csv",
+            "probes/accept_queue.bt",
+            1,
+            "Per interval, per listening socket that had arrivals, accepts or a non-empty queue.",
+            (
+                _PROBE_TIME,
+                _NETNS,
+                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                Col("laddr", STR, "local address the socket listens on"),
+                Col("lport", INT, "local port", PORT),
+                _count("limit", "sk_max_ack_backlog: the effective accept-queue limit"),
+                _count("enqueues", "connections queued on the listener this interval (sk_data_ready on LISTEN)"),
+                _count("depth_max", "largest queue depth right after an enqueue this interval"),
+                _count("depth_sum", "sum of depths at each enqueue (depth_sum / enqueues = mean depth seen)"),
+                _count("depth_le_25pct", "enqueues that found depth <= 25 % of the limit"),
+                _count("depth_le_50pct", "enqueues with 25 % < depth <= 50 % of the limit"),
+                _count("depth_le_75pct", "enqueues with 50 % < depth <= 75 % of the limit"),
+                _count("depth_le_100pct", "enqueues with 75 % < depth <= limit"),
+                _count(
+                    "full_events",
+                    "enqueues that left the queue full (depth > limit: the kernel drops further SYNs and ACKs)",
+                ),
+                _count("depth_now", "queue depth at the end of the interval (like ss Recv-Q)"),
+                _count("accepted", "successful accept()/accept4() on this listener this interval"),
+            ),
+        ),
+        Table(
+            "aq_accept",
+            "aq_accept.csv",
+            "probes/accept_queue.bt",
+            1,
+            "Per interval, per (process, listener): the application's accept() calls.",
+            (
+                _PROBE_TIME,
+                Col("pid", INT, "process id calling accept", NONNEG),
+                Col("comm", STR, "process name"),
+                _NETNS,
+                Col("lport", INT, "local port of the listener accepted on", PORT),
+                _count("accepted", "successful accept()/accept4() calls"),
+                _count("eagain", "calls that returned EAGAIN (non-blocking accept, queue empty)"),
+                _count("errors", "calls that failed with another error"),
+            ),
+        ),
+        Table(
+            "counters",
+            "counters.csv",
+            "scripts/sample-netns",
+            1,
+            "TcpExt and Tcp counters from /proc/net/netstat and /proc/net/snmp, per namespace. "
+            "The first sample has every counter (delta empty); later samples only counters that changed.",
+            (
+                _SAMPLE_TIME,
+                _NETNS,
+                Col("group", STR, "TcpExt or Tcp", (pa.Check.isin(["TcpExt", "Tcp"]),)),
+                Col("counter", STR, "counter name, e.g. ListenOverflows"),
+                Col("value", INT, "value at the sample (cumulative; gauges such as CurrEstab are current)"),
+                Col("delta", INT, "change since the previous sample; empty on the first sample", nullable=True),
+            ),
+        ),
+        Table(
+            "listeners",
+            "listeners.csv",
+            "scripts/sample-netns",
+            1,
+            "ss -ltnp snapshot per sample: every TCP listener of the namespace.",
+            (
+                _SAMPLE_TIME,
+                _NETNS,
+                Col("laddr", STR, "local address (* or 0.0.0.0 = any)"),
+                Col("lport", INT, "local port", PORT),
+                _count("recv_q", "Recv-Q: connections waiting in the accept queue now"),
+                _count("send_q", "Send-Q: the accept-queue limit (sk_max_ack_backlog)"),
+                Col("pid", INT, "first process holding the socket (empty if unknown)", NONNEG, nullable=True),
+                Col("comm", STR, "its name (empty if unknown)", nullable=True),
+            ),
+        ),
+        Table(
+            "sockstat",
+            "sockstat.csv",
+            "scripts/sample-netns",
+            1,
+            "The TCP line of /proc/net/sockstat per sample.",
+            (
+                _SAMPLE_TIME,
+                _NETNS,
+                _count("tcp_inuse", "TCP sockets in use"),
+                _count("tcp_orphan", "orphaned TCP sockets (closed by the app, not yet by the kernel)"),
+                _count("tcp_tw", "TIME_WAIT sockets"),
+                _count("tcp_alloc", "TCP sockets allocated"),
+                _count("tcp_mem", "TCP memory in pages"),
+            ),
+        ),
+        Table(
+            "sysctls",
+            "sysctls.csv",
+            "scripts/snapshot-sysctls",
+            1,
+            "TCP queue sysctls of each sampled namespace at the start and end of the capture.",
+            (
+                Col("phase", STR, "start or end", (pa.Check.isin(["start", "end"]),)),
+                _NETNS,
+                Col("key", STR, "sysctl name, e.g. net.core.somaxconn"),
+                Col("value", STR, "value (inner whitespace folded to one space)"),
+            ),
+        ),
+        Table(
+            "connects",
+            "connects.csv",
+            "labs/go/cmd/connload",
+            1,
+            "Lab load generator: one row per connection attempt (the user-visible symptom).",
+            (
+                Col("start_unix_ns", INT, "wall clock when the attempt started (ns since epoch)", NONNEG),
+                Col("conn_id", INT, "attempt number, in start order", NONNEG),
+                _count("connect_us", "time until connect() returned, success or not (us)"),
+                Col(
+                    "first_byte_us",
+                    INT,
+                    "time from start to the server's reply (us); empty if none",
+                    NONNEG,
+                    nullable=True,
+                ),
+                Col(
+                    "result",
+                    STR,
+                    "ok, connect_timeout, connect_refused, connect_error, reset, io_timeout, io_error",
+                    (
+                        pa.Check.isin(
+                            [
+                                "ok",
+                                "connect_timeout",
+                                "connect_refused",
+                                "connect_error",
+                                "reset",
+                                "io_timeout",
+                                "io_error",
+                            ]
+                        ),
+                    ),
+                ),
+                Col("errno", STR, "errno name when one was available (ECONNREFUSED, ETIMEDOUT, ...)", nullable=True),
+            ),
+            optional=True,
+        ),
+    )
+}
+
+
+def schema_doc() -> str:
+    """Markdown for docs/data-contract.md, generated from TABLES."""
+    out = [
+        "# Data contract",
+        "",
+        "Generated from `analysis/schemas.py` by `python -m analysis schema-doc`; do not edit by hand.",
+        f"Contract version: **{CONTRACT_VERSION}** (recorded as `data_contract` in each run's `metadata.json`).",
+        "",
+        "Every file is CSV with a header row. Times are wall-clock epoch seconds unless a column says otherwise.",
+        "",
+    ]
+    for t in TABLES.values():
+        out += [
+            f"## `{t.file}` (v{t.version})",
+            "",
+            f"{t.description} Written by `{t.writer}`." + (" Optional." if t.optional else ""),
+            "",
+            "| column | type | meaning |",
+            "|---|---|---|",
+        ]
+        for c in t.columns:
+            kind = {"Int64": "int", "float64": "float", "string": "text"}[c.dtype]
+            out.append(f"| `{c.name}` | {kind}{' or empty' if c.nullable else ''} | {c.description} |")
+        out.append("")
+    return "\n".join(out)

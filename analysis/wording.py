@@ -1,0 +1,124 @@
+"""Human wording for findings, kept apart from the rules' logic.
+
+Each template is keyed by (kind, link, key) and formatted with the link's
+evidence numbers; a missing template or number falls back to the raw numbers,
+so wording can never hide evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .findings import Finding, Link
+
+TITLES = {
+    "accept_queue_overflow": "TCP accept queue overflow",
+}
+
+CAUSE_NAMES = {
+    "sizing": "backlog too small for the bursts (sizing)",
+    "stall": "the application stopped calling accept() (stall)",
+    "capacity": "arrivals outran the accept path (capacity)",
+}
+
+TEMPLATES: dict[tuple[str, str, str], str] = {
+    ("accept_queue_overflow", "symptom", "client_connects"): (
+        "Clients: {attempts} connection attempts, {ok} answered, errors {errors}. "
+        "Connect latency p50 {connect_latency[p50_ms]} ms, p99 {connect_latency[p99_ms]} ms; "
+        "{connects_waited_syn_retry} connects took >= 0.9 s, the mark of a dropped SYN "
+        "retried after the initial RTO. TCPSynRetrans in {syn_retrans_netns}: {syn_retrans}."
+    ),
+    ("accept_queue_overflow", "symptom", "syn_retrans_only"): (
+        "No client-side timings were captured; TCPSynRetrans in {syn_retrans_netns} rose by {syn_retrans}."
+    ),
+    ("accept_queue_overflow", "symptom", "not_captured"): "No client-side symptom was captured in this run.",
+    ("accept_queue_overflow", "counter", "listen_overflows"): (
+        "Kernel counter: TcpExt.ListenOverflows rose by {listen_overflows_in_window} in the window "
+        "({listen_overflows} over the capture) in {netns_label}; ListenDrops {listen_drops}. "
+        "{reqq_note}"
+    ),
+    ("accept_queue_overflow", "counter", "no_overflows"): "Kernel counter: ListenOverflows did not move.",
+    ("accept_queue_overflow", "counter", "not_sampled"): (
+        "Kernel counter: this listener's namespace was not sampled (capture with --netns)."
+    ),
+    ("accept_queue_overflow", "probe", "queue_full"): (
+        "Probe: the queue was full (depth > limit {limit}) in {intervals_full} of {intervals_active} "
+        "active intervals of {interval_s} s, {full_events} times at enqueue; max depth {depth_max}; "
+        "{enqueues} connections queued, {accepted} accepted."
+    ),
+    ("accept_queue_overflow", "probe", "never_full"): (
+        "Probe: max depth {depth_max} against limit {limit} over {intervals_active} active intervals; never full."
+    ),
+    ("accept_queue_overflow", "probe", "no_full_listener_seen"): (
+        "Probe: no listener was seen full (probe status: {probe_status})."
+    ),
+    ("accept_queue_overflow", "cause", "sizing"): (
+        "Cause: effective limit {limit_effective} = min(requested backlog {backlog_requested}, "
+        "somaxconn {somaxconn}); the binding knob is {binding_knob}. Up to {peak_enqueues_per_interval} "
+        "connections arrived in one interval while the queue drained by each interval's end "
+        "(never full at an interval end): bursts larger than the backlog."
+    ),
+    ("accept_queue_overflow", "cause", "stall"): (
+        "Cause: the queue was full at the end of {intervals_stalled} interval(s) in which the listener "
+        "accepted nothing: the application stopped calling accept(). Effective limit {limit_effective} "
+        "= min(requested {backlog_requested}, somaxconn {somaxconn})."
+    ),
+    ("accept_queue_overflow", "cause", "capacity"): (
+        "Cause: the queue stayed full for {longest_full_run_with_accepts} consecutive intervals while the "
+        "application accepted {accept_rate_per_s}/s: arrivals outran the accept path."
+    ),
+    ("accept_queue_overflow", "fix", "sizing"): (
+        "Fix: raise the listen() backlog to about {backlog_suggested} (twice the largest burst seen); "
+        "somaxconn {somaxconn} {somaxconn_verdict}."
+    ),
+    ("accept_queue_overflow", "fix", "stall"): (
+        "Fix: keep the accept path from blocking (accept in its own goroutine/thread, no slow work "
+        "before the next accept()). A bigger backlog is not a cure: at {arrival_rate_before_per_s}/s the "
+        "queue holds {seconds_of_arrivals_the_queue_holds} s of arrivals; the stall seen lasted at least "
+        "{stalled_seconds_seen} s."
+    ),
+    ("accept_queue_overflow", "fix", "capacity"): (
+        "Fix: add accept/processing capacity (more workers, SO_REUSEPORT listeners); "
+        "a bigger backlog adds waiting time, not throughput."
+    ),
+    ("accept_queue_overflow", "verification", "rerun"): (
+        "Verify: after the change run `{command}` and expect ListenOverflows +{expect_listen_overflows}, "
+        "no interval with depth > limit, and connect p99 below {expect_connect_p99_ms_below:.0f} ms."
+    ),
+}
+
+
+def _derived(link: Link) -> dict[str, Any]:
+    ev = dict(link.evidence)
+    if link.link == "counter":
+        ev["reqq_note"] = (
+            f"TCPReqQFullDoCookies {ev['reqq_full_cookies']}: the SYN queue, which shares the same limit, "
+            "filled too and the kernel answered with syncookies."
+            if ev.get("reqq_full_cookies")
+            else ""
+        )
+    if link.link == "fix" and link.key == "sizing":
+        ev["somaxconn_verdict"] = (
+            "must be raised too (the limit is the smaller of the two)"
+            if ev.get("somaxconn_needed")
+            else "already allows it"
+        )
+    return ev
+
+
+def describe(kind: str, link: Link) -> str:
+    template = TEMPLATES.get((kind, link.link, link.key))
+    if template is None:
+        return f"{link.link} ({link.key}): {link.evidence}"
+    try:
+        return template.format(**_derived(link))
+    except (KeyError, IndexError, TypeError, ValueError):
+        return f"{link.link} ({link.key}): {link.evidence}"
+
+
+def headline(f: Finding) -> str:
+    s = f.subject
+    where = f"{s.get('laddr')}:{s.get('lport')}" if s.get("lport") is not None else "a listener"
+    proc = f" ({s['comm']} pid {s['pid']})" if s.get("comm") else ""
+    cause = f" — {CAUSE_NAMES.get(f.cause_class or '', f.cause_class)}" if f.cause_class else ""
+    return f"{TITLES.get(f.kind, f.kind)} on {where}{proc} in {s.get('netns_label')}: {f.status}{cause}"

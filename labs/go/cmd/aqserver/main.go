@@ -1,0 +1,354 @@
+// Command aqserver is a deliberately tunable TCP server for reproducing
+// accept-queue overflow: the listen backlog, a per-accept delay and a timed
+// stall of the accept loop can all be set, so the kernel's accept queue can
+// be made to fill up on demand.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+const (
+	// handlerTimeout bounds every connection so a silent client can never
+	// pin a handler goroutine (and its fd) for the rest of the run.
+	handlerTimeout = 10 * time.Second
+	// maxLine caps what a handler buffers; the lab protocol is one short line.
+	maxLine = 4096
+	// shutdownGrace is how long exit waits for in-flight handlers, so that
+	// "handled" in the stats is not cut short by a reply still being written,
+	// while a stuck client cannot hold up exit for the full handlerTimeout.
+	shutdownGrace = 2 * time.Second
+)
+
+type config struct {
+	listen      string
+	backlog     int
+	acceptDelay time.Duration
+	stallAt     time.Duration
+	stallFor    time.Duration
+	duration    time.Duration
+	readyFile   string
+	statsFile   string
+}
+
+type stall struct {
+	StartUnixNs int64 `json:"start_unix_ns"`
+	EndUnixNs   int64 `json:"end_unix_ns"`
+}
+
+type stats struct {
+	Accepted         int64   `json:"accepted"`
+	Handled          int64   `json:"handled"`
+	BacklogRequested int     `json:"backlog_requested"`
+	Listen           string  `json:"listen"`
+	Stalls           []stall `json:"stalls"`
+	AcceptDelayMs    float64 `json:"accept_delay_ms"`
+}
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	log.SetPrefix("aqserver: ")
+
+	cfg, err := parseFlags()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aqserver: %v\n", err)
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		log.Print(err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (config, error) {
+	var cfg config
+	flag.StringVar(&cfg.listen, "listen", "", "IPv4 `addr:port` to listen on (required), e.g. 198.18.0.1:8080")
+	flag.IntVar(&cfg.backlog, "backlog", 0, "listen(2) backlog; 0 uses net.Listen, which passes net.core.somaxconn (the kernel also caps any value at somaxconn)")
+	flag.DurationVar(&cfg.acceptDelay, "accept-delay", 0, "sleep after each successful accept (models a slow accept path)")
+	flag.DurationVar(&cfg.stallAt, "stall-at", 0, "time after ready at which the accept loop stops calling accept")
+	flag.DurationVar(&cfg.stallFor, "stall-for", 0, "how long the accept loop stalls (0 = never stall)")
+	flag.DurationVar(&cfg.duration, "duration", 0, "exit cleanly after this long (0 = run until SIGINT/SIGTERM)")
+	flag.StringVar(&cfg.readyFile, "ready-file", "", "after listen succeeds, atomically write the listener address to this `path`")
+	flag.StringVar(&cfg.statsFile, "stats", "", "at exit, write JSON stats (counts, stall wall-clock intervals) to this `path`")
+	flag.Usage = func() {
+		out := flag.CommandLine.Output()
+		fmt.Fprintf(out, "Usage: aqserver -listen ADDR [flags]\n\n")
+		fmt.Fprintf(out, "TCP server with a settable listen backlog and accept behaviour, for\n")
+		fmt.Fprintf(out, "reproducing accept-queue overflow. Each connection: read one line, reply \"ok\\n\", close.\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+
+	switch {
+	case flag.NArg() > 0:
+		return cfg, fmt.Errorf("unexpected arguments: %q", flag.Args())
+	case cfg.listen == "":
+		return cfg, errors.New("-listen is required")
+	case cfg.backlog < 0:
+		return cfg, errors.New("-backlog must be >= 0")
+	case cfg.acceptDelay < 0, cfg.stallAt < 0, cfg.stallFor < 0, cfg.duration < 0:
+		return cfg, errors.New("durations must be >= 0")
+	}
+	return cfg, nil
+}
+
+func run(cfg config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := listen(cfg.listen, cfg.backlog)
+	if err != nil {
+		return err
+	}
+	// All stall timing is relative to this instant, because that is when a
+	// driver script (waiting on -ready-file) starts generating load.
+	ready := time.Now()
+	addr := ln.Addr().String()
+	log.Printf("listening on %s backlog=%d accept-delay=%s stall-at=%s stall-for=%s",
+		addr, cfg.backlog, cfg.acceptDelay, cfg.stallAt, cfg.stallFor)
+
+	if cfg.readyFile != "" {
+		if err := writeFileAtomic(cfg.readyFile, []byte(addr+"\n")); err != nil {
+			ln.Close()
+			return fmt.Errorf("ready file: %w", err)
+		}
+	}
+
+	if cfg.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.duration)
+		defer cancel()
+	}
+
+	srv := &server{cfg: cfg, ln: ln, ready: ready}
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		srv.acceptLoop(ctx)
+	}()
+
+	<-ctx.Done()
+	// Closing the listener is what unblocks Accept; it also makes the kernel
+	// reset every connection still waiting in the accept queue.
+	ln.Close()
+	<-loopDone
+	srv.waitHandlers(shutdownGrace)
+
+	st := stats{
+		Accepted:         srv.accepted.Load(),
+		Handled:          srv.handled.Load(),
+		BacklogRequested: cfg.backlog,
+		Listen:           addr,
+		Stalls:           srv.stalls,
+		AcceptDelayMs:    float64(cfg.acceptDelay) / float64(time.Millisecond),
+	}
+	if st.Stalls == nil {
+		// Keep the JSON shape stable ([] rather than null) for the analysis.
+		st.Stalls = []stall{}
+	}
+	log.Printf("exiting: accepted=%d handled=%d stalls=%d", st.Accepted, st.Handled, len(st.Stalls))
+	if cfg.statsFile != "" {
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(cfg.statsFile, append(b, '\n')); err != nil {
+			return fmt.Errorf("stats file: %w", err)
+		}
+	}
+	return nil
+}
+
+type server struct {
+	cfg      config
+	ln       net.Listener
+	ready    time.Time
+	accepted atomic.Int64
+	handled  atomic.Int64
+	handlers sync.WaitGroup
+	stalls   []stall // only touched by the accept loop until it has returned
+}
+
+// acceptLoop is intentionally single-threaded: the point of the lab is that
+// one slow or stalled acceptor lets the kernel queue fill up.
+func (s *server) acceptLoop(ctx context.Context) {
+	stallPending := s.cfg.stallFor > 0
+	stallStart := s.ready.Add(s.cfg.stallAt)
+	if stallPending {
+		// Accept may be blocked when the stall is due (no incoming
+		// connections); the deadline makes it return on time so the stall
+		// starts exactly at stall-at rather than after the next connection.
+		if err := s.setDeadline(stallStart); err != nil {
+			log.Printf("cannot set accept deadline, stall may start late: %v", err)
+		}
+	}
+
+	for {
+		if stallPending && !time.Now().Before(stallStart) {
+			stallPending = false
+			s.stall(ctx)
+			_ = s.setDeadline(time.Time{})
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+
+		conn, err := s.ln.Accept()
+		if err != nil {
+			switch {
+			case errors.Is(err, net.ErrClosed):
+				return
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				continue // stall is due; handled at the top of the loop
+			default:
+				// E.g. EMFILE: back off instead of spinning, but keep serving,
+				// since transient resource errors are part of what is studied.
+				log.Printf("accept: %v", err)
+				sleepCtx(ctx, 10*time.Millisecond)
+				continue
+			}
+		}
+		s.accepted.Add(1)
+		s.handlers.Go(func() { s.handle(conn) })
+
+		if s.cfg.acceptDelay > 0 && !sleepCtx(ctx, s.cfg.acceptDelay) {
+			return
+		}
+	}
+}
+
+// stall stops calling Accept for stall-for and records the wall-clock
+// interval actually spent, which is shorter if shutdown interrupts it.
+func (s *server) stall(ctx context.Context) {
+	start := time.Now()
+	log.Printf("stalling accept loop for %s", s.cfg.stallFor)
+	completed := sleepCtx(ctx, s.cfg.stallFor)
+	end := time.Now()
+	s.stalls = append(s.stalls, stall{StartUnixNs: start.UnixNano(), EndUnixNs: end.UnixNano()})
+	if completed {
+		log.Printf("accept loop resumed after %s", end.Sub(start).Round(time.Millisecond))
+	} else {
+		log.Printf("stall cut short by shutdown after %s", end.Sub(start).Round(time.Millisecond))
+	}
+}
+
+func (s *server) setDeadline(t time.Time) error {
+	dl, ok := s.ln.(interface{ SetDeadline(time.Time) error })
+	if !ok {
+		return fmt.Errorf("listener %T has no SetDeadline", s.ln)
+	}
+	return dl.SetDeadline(t)
+}
+
+func (s *server) handle(conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(handlerTimeout))
+	// The request content is irrelevant; waiting for the line (or EOF) just
+	// makes the reply follow the client's request like a real protocol.
+	_, _ = bufio.NewReaderSize(conn, maxLine).ReadSlice('\n')
+	if _, err := conn.Write([]byte("ok\n")); err == nil {
+		s.handled.Add(1)
+	}
+}
+
+func (s *server) waitHandlers(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		log.Printf("gave up waiting for in-flight handlers after %s", grace)
+	}
+}
+
+// listen creates the listener. With backlog > 0 it bypasses net.Listen,
+// because Go always passes net.core.somaxconn to listen(2) and offers no
+// way to choose the backlog, which is the very knob this lab turns.
+func listen(addr string, backlog int) (net.Listener, error) {
+	if backlog == 0 {
+		return net.Listen("tcp4", addr)
+	}
+
+	tcpAddr, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	sa := &syscall.SockaddrInet4{Port: tcpAddr.Port}
+	if tcpAddr.IP != nil {
+		ip4 := tcpAddr.IP.To4()
+		if ip4 == nil {
+			return nil, fmt.Errorf("%s: not an IPv4 address", addr)
+		}
+		copy(sa.Addr[:], ip4)
+	}
+
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	// Match net.Listen so quick restarts between lab runs do not fail on
+	// sockets left in TIME_WAIT.
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
+	}
+	if err := syscall.Bind(fd, sa); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("bind %s: %w", addr, err)
+	}
+	if err := syscall.Listen(fd, backlog); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+
+	f := os.NewFile(uintptr(fd), "aqserver-listener")
+	// FileListener dups the descriptor, so the original must be closed either
+	// way to avoid leaking it.
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("file listener: %w", err)
+	}
+	return ln, nil
+}
+
+// sleepCtx sleeps for d and reports whether it ran to completion, so that
+// long delays and stalls never hold up a requested shutdown.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// writeFileAtomic writes via a temporary file and rename, so a watcher never
+// observes a partially written file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

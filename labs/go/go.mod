@@ -1,0 +1,3 @@
+module tcpqueues/labs
+
+go 1.25
