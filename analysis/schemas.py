@@ -91,7 +91,7 @@ TABLES: dict[str, Table] = {
             1,
             "One row per listen() call seen while the probe ran.",
             (
-                _PROBE_TIME,
+                Col("time_s", INT, "wall-clock second of the listen() call (epoch seconds)", NONNEG),
                 Col("pid", INT, "process id that called listen()", NONNEG),
                 Col("comm", STR, "process name (task comm)"),
                 _NETNS,
