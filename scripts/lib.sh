@@ -29,6 +29,8 @@ CLEANUP_STACK=()
 cleanup_push() { CLEANUP_STACK+=("$1"); }
 cleanup_run() {
 	local i
+	# A second Ctrl-C must not cut the cleanup short.
+	trap '' INT TERM
 	for ((i = ${#CLEANUP_STACK[@]} - 1; i >= 0; i--)); do
 		eval "${CLEANUP_STACK[i]}" >/dev/null 2>&1 || true
 	done
@@ -47,6 +49,18 @@ ensure_tracefs() {
 		mount -t debugfs nodev /sys/kernel/debug 2>/dev/null || true
 	fi
 	[[ -e /sys/kernel/tracing/events || -e /sys/kernel/debug/tracing/events ]]
+}
+
+# Ask a process to stop with a signal, wait up to SECONDS for it, then KILL it
+# and its children. (Background jobs of a script ignore SIGINT, so TERM it is.)
+stop_process() {
+	local pid=$1 sig=${2:-TERM} secs=${3:-15} i
+	kill "-$sig" "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill_tree "$pid" KILL
 }
 
 # Kill a process and everything below it; wait for it if it is our child.

@@ -58,7 +58,7 @@ lab_run() {
 		-accept-delay "$ACCEPT_DELAY" -stall-at "$STALL_AT" -stall-for "$STALL_FOR" -duration 120s \
 		-ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
 	server_pid=$!
-	cleanup_push "kill $server_pid"
+	cleanup_push "stop_process $server_pid TERM 5"
 	for i in $(seq 100); do
 		[[ -e $work/server.ready ]] && break
 		kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; die "aqserver failed to start"; }

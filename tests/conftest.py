@@ -1,0 +1,60 @@
+"""Shared test helpers. Kernel-touching tests need root and bpftrace; on CI
+(CI=true) their absence is a failure, not a skip: a suite that skips every real
+probe run proves nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def fixture_run(name: str) -> Path:
+    return FIXTURES / name
+
+
+@pytest.fixture
+def copy_fixture(tmp_path: Path):
+    def _copy(name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copytree(FIXTURES / name, dst)
+        return dst
+
+    return _copy
+
+
+def _kernel_problem() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    if shutil.which("bpftrace") is None:
+        return "needs bpftrace (make setup)"
+    if not (ROOT / "build" / "bin" / "aqserver").exists():
+        return "needs the Go lab binaries (make setup)"
+    return None
+
+
+@pytest.fixture
+def kernel() -> None:
+    """Require what real probe runs need; fail instead of skipping on CI."""
+    problem = _kernel_problem()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"integration test cannot run on CI: {problem}")
+        pytest.skip(problem)
+
+
+def leftovers(tag: str) -> list[str]:
+    """Namespaces and processes a lab or capture may have left behind."""
+    found = []
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [f"netns {line.split()[0]}" for line in ns.splitlines() if tag in line]
+    for proc in ("bpftrace", "aqserver", "connload", "sample-netns"):
+        r = subprocess.run(["pgrep", "-f", proc], capture_output=True, text=True)
+        found += [f"process {proc} {pid}" for pid in r.stdout.split()]
+    return found

@@ -1,0 +1,110 @@
+"""scripts/capture and scripts/doctor against the real kernel, with loopback traffic only."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.run import Run
+from tests.conftest import ROOT, leftovers
+
+pytestmark = pytest.mark.integration
+CAPTURE = str(ROOT / "scripts" / "capture")
+
+
+def wait_ready(run: Path, timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while not (run / ".capture-ready").exists():
+        assert time.time() < deadline, "capture never became ready"
+        time.sleep(0.1)
+
+
+def overflow_a_listener(backlog: int, clients: int) -> tuple[socket.socket, list[socket.socket], int]:
+    """A loopback listener that never accepts, and more connects than it can queue."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(backlog)
+    port = srv.getsockname()[1]
+    conns = []
+    for _ in range(clients):
+        c = socket.socket()
+        c.setblocking(False)
+        c.connect_ex(("127.0.0.1", port))
+        conns.append(c)
+    return srv, conns, port
+
+
+def test_doctor_finds_what_attaches(kernel, tmp_path: Path) -> None:
+    out = tmp_path / "doctor.json"
+    subprocess.run([str(ROOT / "scripts" / "doctor"), "-q", "-o", str(out)], check=True, timeout=120)
+    d = json.loads(out.read_text())
+    assert d["probe_types"]["tracepoint"]["attaches"] is True
+    # kprobes need kprobe_events in tracefs; where it is absent the attach must fail, with the reason.
+    has_kprobe_events = Path(d["tracefs"], "kprobe_events").exists()
+    assert d["probe_types"]["kprobe"]["attaches"] is has_kprobe_events
+    if not has_kprobe_events:
+        assert d["probe_types"]["kprobe"]["error"]
+    assert d["probes"]["accept_queue.bt"] == {"tier": "tracepoint", "runnable": True, "missing": []}
+
+
+def test_capture_of_a_real_overflow_matches_the_contract(kernel, tmp_path: Path) -> None:
+    run_dir = tmp_path / "host"
+    p = subprocess.Popen([CAPTURE, "-d", "5", "-q", "-o", str(run_dir)], stdout=subprocess.PIPE, text=True)
+    wait_ready(run_dir)
+    srv, conns, port = overflow_a_listener(backlog=4, clients=20)
+    try:
+        out, _ = p.communicate(timeout=60)
+    finally:
+        for c in conns:
+            c.close()
+        srv.close()
+    assert p.returncode == 0 and out.strip() == str(run_dir)
+    run = Run.open(run_dir)
+    counts = run.validate_all()  # real probe output matches the schemas
+    assert counts["aq_listener"] > 0 and counts["aq_listen"] > 0
+    me = os.getpid()
+    listen = run.table("aq_listen")
+    mine = listen[(listen["pid"] == me) & (listen["lport"] == port)]
+    assert mine[["backlog_requested", "limit_effective", "ret"]].values.tolist() == [[4, 4, 0]]
+    rows = run.table("aq_listener")
+    rows = rows[rows["lport"] == port]
+    # A backlog-4 queue holds 5 (full means depth > limit) and stays full: nobody accepts.
+    assert int(rows["limit"].max()) == 4 and int(rows["depth_max"].max()) == 5
+    assert int(rows["full_events"].sum()) >= 1 and int(rows["depth_now"].iloc[-1]) == 5
+    ns = run.metadata["netns"][0]["inode"]
+    assert run.counter_deltas(ns, ["ListenOverflows"])["ListenOverflows"].sum() > 0
+    assert run.metadata["complete"] is True and run.metadata["probes"]["accept_queue"]["status"] == "ok"
+    assert not leftovers("tq-")
+
+
+@pytest.mark.parametrize(("duration", "complete"), [("30", False), ("0", True)])
+def test_ctrl_c_stops_cleanly(kernel, tmp_path: Path, duration: str, complete: bool) -> None:
+    """Ctrl-C before a set duration: incomplete. With no duration, Ctrl-C is the normal end."""
+    run_dir = tmp_path / f"d{duration}"
+    p = subprocess.Popen([CAPTURE, "-d", duration, "-q", "-o", str(run_dir)], stdout=subprocess.PIPE, text=True)
+    wait_ready(run_dir)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=30)
+    assert (p.returncode == 0) is complete
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["complete"] is complete and meta["stop_reason"] == "interrupted"
+    assert not leftovers("tq-")
+    Run.open(run_dir).validate_all()
+
+
+def test_bad_arguments_get_clear_errors(tmp_path: Path) -> None:
+    for args, message in (
+        (["--netns", "no-such-ns-xyz"], "network namespace 'no-such-ns-xyz' does not exist"),
+        (["--interval", "0.5"], "--interval must be whole seconds"),
+        (["--probes", "nope"], "unknown probe family 'nope'"),
+    ):
+        r = subprocess.run([CAPTURE, "-o", str(tmp_path / "x"), *args], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and message in r.stderr, (args, r.stderr)

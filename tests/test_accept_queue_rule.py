@@ -1,0 +1,109 @@
+"""The accept-queue evidence chain on real captures (tests/fixtures/README.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from analysis.findings import CHAIN_ORDER
+from analysis.report import write_report
+from analysis.rules import accept_queue
+from analysis.run import Run
+from tests.conftest import fixture_run
+
+
+def _findings(run: Run):
+    return [f for f in accept_queue.evaluate(run) if f.status != "absent"]
+
+
+def _lab_listener(run: Run) -> tuple[int, int]:
+    server = run.lab["server"]
+    return int(server["netns_inode"]), int(server["port"])
+
+
+def test_sizing_is_confirmed_with_port_limit_and_cause() -> None:
+    run = Run.open(fixture_run("accept-overflow-sizing"))
+    (f,) = _findings(run)
+    netns, port = _lab_listener(run)
+    assert (f.status, f.cause_class) == ("confirmed", "sizing")
+    assert (f.subject["netns"], f.subject["lport"], f.subject["comm"]) == (netns, port, "aqserver")
+    assert [link.link for link in f.chain] == list(CHAIN_ORDER)
+    probe, counter, cause = f.link("probe").evidence, f.link("counter").evidence, f.link("cause").evidence
+    assert probe["limit"] == run.lab["server"]["backlog_requested"] == cause["limit_effective"]
+    assert probe["depth_max"] > probe["limit"]
+    assert counter["listen_overflows_in_window"] > 0
+    assert cause["binding_knob"] == "app_backlog" and cause["limit_matches_min_rule"] is True
+    symptom = f.link("symptom").evidence
+    assert symptom["connects_waited_syn_retry"] > 0 and symptom["syn_retrans"] > 0
+    fix = f.link("fix").evidence
+    assert fix["backlog_suggested"] >= cause["peak_enqueues_per_interval"]
+    assert f"BACKLOG={fix['backlog_suggested']}" in f.link("verification").evidence["command"]
+
+
+def test_stall_is_confirmed_and_a_bigger_backlog_is_not_the_fix() -> None:
+    run = Run.open(fixture_run("accept-overflow-stall"))
+    (f,) = _findings(run)
+    assert (f.status, f.cause_class) == ("confirmed", "stall")
+    assert f.link("cause").evidence["intervals_stalled"] >= 1
+    fix = f.link("fix").evidence
+    # The queue holds well under the stall's length of arrivals.
+    assert fix["seconds_of_arrivals_the_queue_holds"] < fix["stalled_seconds_seen"]
+    assert "STALL_FOR=0s" in f.link("verification").evidence["command"]
+
+
+def test_healthy_has_no_finding_and_says_why() -> None:
+    run = Run.open(fixture_run("accept-overflow-healthy"))
+    results = accept_queue.evaluate(run)
+    assert not [f for f in results if f.status != "absent"]
+    netns, port = _lab_listener(run)
+    ruled = [f for f in results if (f.subject["netns"], f.subject["lport"]) == (netns, port)]
+    assert ruled and ruled[0].link("probe").evidence["depth_max"] <= ruled[0].link("probe").evidence["limit"]
+
+
+def test_probe_without_counter_is_only_suspected() -> None:
+    run = Run.open(fixture_run("accept-overflow-sizing"))
+    netns, _ = _lab_listener(run)
+    c = run.table("counters")
+    run._cache["counters"] = c[~((c["netns"] == netns) & (c["counter"] == "ListenOverflows"))]
+    (f,) = _findings(run)
+    assert f.status == "suspected"
+
+
+def test_counter_without_probe_is_a_netns_level_suspicion() -> None:
+    run = Run.open(fixture_run("accept-overflow-sizing"))
+    rows = run.table("aq_listener")
+    run._cache["aq_listener"] = rows.iloc[0:0]
+    (f,) = _findings(run)
+    assert f.status == "suspected" and f.subject["lport"] is None
+    assert f.link("counter").evidence["listen_overflows"] > 0
+
+
+def test_queue_full_across_intervals_while_accepting_is_capacity() -> None:
+    # The stall capture, with the stalled intervals given accepts: the queue now
+    # stays full while the application keeps accepting.
+    run = Run.open(fixture_run("accept-overflow-stall"))
+    rows = run.table("aq_listener").copy()
+    full_end = rows["depth_now"] >= rows["limit"]
+    rows.loc[full_end, "accepted"] = pd.array([50] * int(full_end.sum()), dtype="Int64")
+    assert int(full_end.sum()) >= 2
+    cls, ev = accept_queue._classify(rows.sort_values("time_s"))
+    assert cls == "capacity" and ev["intervals_stalled"] == 0
+
+
+def test_report_writes_verdicts_markdown_and_pngs(copy_fixture) -> None:
+    run_dir = copy_fixture("accept-overflow-stall")
+    report, _ = write_report(run_dir)
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    assert verdicts["schema_version"] == 1 and len(verdicts["findings"]) == 1
+    finding = verdicts["findings"][0]
+    assert finding["kind"] == "accept_queue_overflow" and finding["subject"]["lport"] == 8080
+    text = report.read_text()
+    for link in CHAIN_ORDER:
+        assert f"**{link}**" in text
+    pngs = list((run_dir / "plots").glob("*.png"))
+    assert len(pngs) == 3
+    for p in pngs:
+        data = p.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+        assert f"({p.relative_to(run_dir)})" in text

@@ -1,0 +1,54 @@
+"""The data contract is kept in one place and every writer follows it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from analysis.run import Run
+from analysis.schemas import CONTRACT_VERSION, TABLES, schema_doc
+from tests.conftest import FIXTURES, ROOT
+
+
+def test_data_contract_doc_is_generated_from_schemas() -> None:
+    doc = (ROOT / "docs" / "data-contract.md").read_text()
+    assert doc == schema_doc() + "\n", "run: make schema-doc"
+
+
+def test_capture_records_the_same_contract_version() -> None:
+    m = re.search(r"^CONTRACT_VERSION=(\d+)", (ROOT / "scripts" / "capture").read_text(), re.M)
+    assert m and int(m.group(1)) == CONTRACT_VERSION
+
+
+@pytest.mark.parametrize("probe", sorted(p.name for p in (ROOT / "probes").glob("*.bt")))
+def test_probe_header_lines_match_schemas(probe: str) -> None:
+    text = (ROOT / "probes" / probe).read_text()
+    headers = dict(re.findall(r'printf\("#([a-z_]+),([a-z0-9_,]+)\\n"\)', text))
+    written_by_probe = {t.name for t in TABLES.values() if t.writer == f"probes/{probe}"}
+    assert set(headers) == written_by_probe
+    for name, cols in headers.items():
+        assert cols.split(",") == TABLES[name].column_names, name
+
+
+def test_sampler_headers_match_schemas() -> None:
+    text = (ROOT / "scripts" / "sample-netns").read_text()
+    for name in ("counters", "listeners", "sockstat"):
+        m = re.search(rf'echo "([a-z_,]+)" >"\${name}"', text)
+        assert m, name
+        assert m.group(1).split(",") == TABLES[name].column_names
+
+
+def test_sysctl_and_connload_headers_match_schemas() -> None:
+    capture = (ROOT / "scripts" / "capture").read_text()
+    assert 'echo "phase,netns,key,value"' in capture
+    assert TABLES["sysctls"].column_names == ["phase", "netns", "key", "value"]
+    connload = (ROOT / "labs" / "go" / "cmd" / "connload" / "main.go").read_text()
+    assert ",".join(TABLES["connects"].column_names) in connload
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()))
+def test_real_captures_validate(name: str) -> None:
+    counts = Run.open(FIXTURES / name).validate_all()
+    for table in ("aq_listener", "aq_accept", "counters", "listeners", "sockstat", "sysctls", "connects"):
+        assert counts[table] > 0, table

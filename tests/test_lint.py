@@ -1,0 +1,43 @@
+"""Static checks: ShellCheck on every script, ruff on the Python, go vet/test on the labs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _shell_files() -> list[str]:
+    files = [p for p in (ROOT / "scripts").iterdir() if p.is_file()]
+    files += [*list((ROOT / "labs").glob("*/lab.sh")), ROOT / ".ci" / "run"]
+    return [str(p.relative_to(ROOT)) for p in sorted(files)]
+
+
+def test_shellcheck_clean() -> None:
+    assert shutil.which("shellcheck"), "shellcheck missing: make setup installs it"
+    r = subprocess.run(["shellcheck", *_shell_files()], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("script", [f for f in _shell_files() if f.startswith("scripts/") and f != "scripts/lib.sh"])
+def test_every_script_has_help(script: str) -> None:
+    r = subprocess.run([str(ROOT / script), "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "USAGE" in (r.stdout + r.stderr), script
+
+
+def test_ruff_clean() -> None:
+    r = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ruff"), "check", "analysis", "tests"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_go_vet_and_tests() -> None:
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    env = {"GOTOOLCHAIN": "local", "PATH": "/usr/local/go/bin:/usr/bin:/bin", "HOME": "/root", "GOFLAGS": "-mod=mod"}
+    for cmd in (["vet", "./..."], ["test", "./..."]):
+        r = subprocess.run([go, *cmd], cwd=ROOT / "labs" / "go", capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
