@@ -102,7 +102,7 @@ class Run:
             t = TABLES[name]
             f = self.path / t.file
             if not f.is_file():
-                probe_family = {"probes/accept_queue.bt": "accept_queue"}.get(t.writer)
+                probe_family = t.writer.removeprefix("probes/").removesuffix(".bt") if t.probe else None
                 status = self.metadata["probes"].get(probe_family, {}).get("status") if probe_family else None
                 if t.optional or status not in (None, "ok"):
                     self._cache[name] = t.schema().coerce_dtype(pd.DataFrame(columns=t.column_names))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandera.pandas as pa
 
 # Version of the whole contract, recorded by scripts/capture in metadata.json.
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 
 INT = "Int64"  # nullable integer: empty cells stay <NA> instead of failing
 FLOAT = "float64"
@@ -41,6 +41,10 @@ class Table:
     description: str
     columns: tuple[Col, ...]
     optional: bool = False  # a run may lack the file (e.g. no lab client)
+
+    @property
+    def probe(self) -> bool:
+        return self.writer.startswith("probes/")
 
     @property
     def column_names(self) -> list[str]:
@@ -152,6 +156,49 @@ TABLES: dict[str, Table] = {
             ),
         ),
         Table(
+            "rt_endpoint",
+            "rt_endpoint.csv",
+            "probes/retransmits.bt",
+            1,
+            "Per interval, per (namespace, local address, remote address, service port) with retransmits. "
+            "The service port is the lower of the two ports, so one client's ephemeral ports fold into one row.",
+            (
+                _PROBE_TIME,
+                _NETNS,
+                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                Col("laddr", STR, "local address"),
+                Col("raddr", STR, "remote address"),
+                Col("service_port", INT, "the lower of the two ports (the server's, as a rule)", PORT),
+                Col(
+                    "service_local",
+                    INT,
+                    "1 if the service port is local (we are the server), 0 if remote",
+                    (pa.Check.isin([0, 1]),),
+                ),
+                _count("data_segs", "data segments retransmitted (gso_segs summed; what TcpRetransSegs adds)"),
+                _count("data_events", "retransmit events for them (one event can carry many segments)"),
+                _count("syn_segs", "SYN retransmits (socket in SYN_SENT)"),
+                _count("synack_segs", "SYN-ACK retransmits by a listener"),
+                _count(
+                    "failed_events", "retransmit attempts that failed locally (err != 0; not counted by the kernel)"
+                ),
+            ),
+        ),
+        Table(
+            "rt_resets",
+            "rt_resets.csv",
+            "probes/retransmits.bt",
+            1,
+            "Per interval, per namespace with TCP resets.",
+            (
+                _PROBE_TIME,
+                _NETNS,
+                _count("rst_sent", "RSTs sent on a socket"),
+                _count("rst_sent_nosock", "RSTs sent for packets that matched no socket (e.g. a closed port)"),
+                _count("rst_received", "RSTs received"),
+            ),
+        ),
+        Table(
             "counters",
             "counters.csv",
             "scripts/sample-netns",
@@ -217,7 +264,7 @@ TABLES: dict[str, Table] = {
             "connects",
             "connects.csv",
             "labs/go/cmd/connload",
-            1,
+            2,
             "Lab load generator: one row per connection attempt (the user-visible symptom).",
             (
                 Col("start_unix_ns", INT, "wall clock when the attempt started (ns since epoch)", NONNEG),
@@ -249,6 +296,7 @@ TABLES: dict[str, Table] = {
                     ),
                 ),
                 Col("errno", STR, "errno name when one was available (ECONNREFUSED, ETIMEDOUT, ...)", nullable=True),
+                _count("requests_ok", "request/reply exchanges completed on the connection (v2)"),
             ),
             optional=True,
         ),

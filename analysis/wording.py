@@ -13,12 +13,15 @@ from .findings import Finding, Link
 
 TITLES = {
     "accept_queue_overflow": "TCP accept queue overflow",
+    "retransmit_storm": "TCP retransmit storm",
 }
 
 CAUSE_NAMES = {
     "sizing": "backlog too small for the bursts (sizing)",
     "stall": "the application stopped calling accept() (stall)",
     "capacity": "arrivals outran the accept path (capacity)",
+    "data_loss": "data segments lost on the path (data_loss)",
+    "syn_loss": "connection attempts lost (syn_loss)",
 }
 
 TEMPLATES: dict[tuple[str, str, str], str] = {
@@ -81,6 +84,38 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
         "Fix: add accept/processing capacity (more workers, SO_REUSEPORT listeners); "
         "a bigger backlog adds waiting time, not throughput."
     ),
+    ("retransmit_storm", "symptom", "lab_client"): "Lab client: {client_text}.",
+    ("retransmit_storm", "symptom", "rate_only"): "No client-side view in this run; the rate below is the symptom.",
+    ("retransmit_storm", "counter", "retrans_segs"): (
+        "Kernel counters in {netns_label}: TcpRetransSegs +{kernel_retrans_segs} against {out_segs_in_window} "
+        "segments sent in the window ({retrans_rate_pct} %); TCPSynRetrans +{kernel_syn_retrans} for "
+        "{new_connections_in_window} new connections. Probe vs kernel: {probe_retrans_segs} vs "
+        "{kernel_retrans_segs} segments ({retrans_diff_pct} %), SYN {probe_syn_retrans} vs {kernel_syn_retrans}."
+    ),
+    ("retransmit_storm", "probe", "endpoint_retransmits"): (
+        "Probe: {data_segs} data segments retransmitted in {data_events} events (GSO), {syn_segs} SYN and "
+        "{synack_segs} SYN-ACK retransmits over {intervals} intervals; peak {peak_segs_per_s}/s."
+    ),
+    ("retransmit_storm", "probe", "below_threshold"): (
+        "Probe: {data_segs} data and {syn_segs} SYN retransmits, {rate_pct} % of segments sent: below a storm."
+    ),
+    ("retransmit_storm", "cause", "data_loss"): (
+        "Cause: data segments {direction} are lost on the path and re-sent{lab_text}."
+    ),
+    ("retransmit_storm", "cause", "syn_loss"): (
+        "Cause: connection attempts {direction} lose their SYN (or SYN-ACK) and wait for a retry{lab_text}."
+    ),
+    ("retransmit_storm", "fix", "data_loss"): (
+        "Fix: find the lossy hop toward {raddr} (interface drops: ip -s link; qdisc drops: tc -s qdisc; "
+        "firewall counters), and fix or route around it. Retransmits follow loss; tuning TCP does not remove it."
+    ),
+    ("retransmit_storm", "fix", "syn_loss"): (
+        "Fix: find where SYNs toward port {service_port} are dropped: a full accept queue at the server "
+        "(ListenOverflows there), a firewall or a rate limit."
+    ),
+    ("retransmit_storm", "verification", "rerun"): (
+        "Verify: run `{command}` after the change and expect retransmits below {expect_rate_pct_below} % of segments."
+    ),
     ("accept_queue_overflow", "verification", "rerun"): (
         "Verify: after the change run `{command}` and expect ListenOverflows +{expect_listen_overflows}, "
         "no interval with depth > limit, and connect p99 below {expect_connect_p99_ms_below:.0f} ms."
@@ -96,6 +131,21 @@ def _derived(link: Link) -> dict[str, Any]:
             "filled too and the kernel answered with syncookies."
             if ev.get("reqq_full_cookies")
             else ""
+        )
+    if link.link == "symptom" and "iperf3" in ev:
+        ip = ev["iperf3"]
+        ev["client_text"] = (
+            f"iperf3 sent at {ip['bits_per_second'] / 1e6:.0f} Mbit/s and counted {ip['retransmits']} retransmits"
+        )
+    elif link.link == "symptom" and "attempts" in ev:
+        ev["client_text"] = (
+            f"{ev['attempts']} connects, {ev['ok']} ok, {ev['connects_waited_syn_retry']} waited >= 0.9 s "
+            f"for a SYN retry, connect p99 {ev['connect_p99_ms']} ms"
+        )
+    if link.link == "cause":
+        loss, syn = ev.get("lab_injected_loss_pct"), ev.get("lab_injected_syn_loss_pct")
+        ev["lab_text"] = (
+            f" (the lab dropped {loss} % of packets and {syn} % of SYNs at the receiver)" if loss is not None else ""
         )
     if link.link == "fix" and link.key == "sizing":
         ev["somaxconn_verdict"] = (
@@ -118,7 +168,10 @@ def describe(kind: str, link: Link) -> str:
 
 def headline(f: Finding) -> str:
     s = f.subject
-    where = f"{s.get('laddr')}:{s.get('lport')}" if s.get("lport") is not None else "a listener"
+    if "service_port" in s:
+        where = f"{s['laddr']} <-> {s['raddr']} port {s['service_port']} (we are the {s['we_are']})"
+    else:
+        where = f"{s.get('laddr')}:{s.get('lport')}" if s.get("lport") is not None else "a listener"
     proc = f" ({s['comm']} pid {s['pid']})" if s.get("comm") else ""
     cause = f" — {CAUSE_NAMES.get(f.cause_class or '', f.cause_class)}" if f.cause_class else ""
     return f"{TITLES.get(f.kind, f.kind)} on {where}{proc} in {s.get('netns_label')}: {f.status}{cause}"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..findings import Finding
 from ..run import Run
-from . import accept_queue
+from . import accept_queue, retransmits
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Rule:
     evaluate: Callable[[Run], list[Finding]]
 
 
-RULES: tuple[Rule, ...] = (Rule(accept_queue.KIND, accept_queue.INPUTS, accept_queue.evaluate),)
+RULES: tuple[Rule, ...] = tuple(Rule(m.KIND, m.INPUTS, m.evaluate) for m in (accept_queue, retransmits))
 
 
 def evaluate_all(run: Run) -> list[Finding]:

@@ -22,10 +22,11 @@ import (
 )
 
 const (
-	// handlerTimeout bounds every connection so a silent client can never
-	// pin a handler goroutine (and its fd) for the rest of the run.
+	// handlerTimeout bounds every read (and the reply after it) so a silent
+	// client can never pin a handler goroutine (and its fd) for the rest of
+	// the run; with -wait-close it is the idle limit between requests.
 	handlerTimeout = 10 * time.Second
-	// maxLine caps what a handler buffers; the lab protocol is one short line.
+	// maxLine caps what a handler buffers; the lab protocol is short lines.
 	maxLine = 4096
 	// shutdownGrace is how long exit waits for in-flight handlers, so that
 	// "handled" in the stats is not cut short by a reply still being written,
@@ -42,6 +43,7 @@ type config struct {
 	duration    time.Duration
 	readyFile   string
 	statsFile   string
+	waitClose   bool
 }
 
 type stall struct {
@@ -56,6 +58,8 @@ type stats struct {
 	Listen           string  `json:"listen"`
 	Stalls           []stall `json:"stalls"`
 	AcceptDelayMs    float64 `json:"accept_delay_ms"`
+	WaitClose        bool    `json:"wait_close"`
+	Requests         int64   `json:"requests"`
 }
 
 func main() {
@@ -84,11 +88,13 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.duration, "duration", 0, "exit cleanly after this long (0 = run until SIGINT/SIGTERM)")
 	flag.StringVar(&cfg.readyFile, "ready-file", "", "after listen succeeds, atomically write the listener address to this `path`")
 	flag.StringVar(&cfg.statsFile, "stats", "", "at exit, write JSON stats (counts, stall wall-clock intervals) to this `path`")
+	flag.BoolVar(&cfg.waitClose, "wait-close", false, "answer every request line until the client closes, then close (client becomes the active closer and holds TIME_WAIT); default: close right after the first reply")
 	flag.Usage = func() {
 		out := flag.CommandLine.Output()
 		fmt.Fprintf(out, "Usage: aqserver -listen ADDR [flags]\n\n")
 		fmt.Fprintf(out, "TCP server with a settable listen backlog and accept behaviour, for\n")
-		fmt.Fprintf(out, "reproducing accept-queue overflow. Each connection: read one line, reply \"ok\\n\", close.\n\n")
+		fmt.Fprintf(out, "reproducing accept-queue overflow. Each connection: read one line, reply \"ok\\n\", close.\n")
+		fmt.Fprintf(out, "With -wait-close: reply \"ok\\n\" to every line until the client closes, then close.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -118,8 +124,8 @@ func run(cfg config) error {
 	// driver script (waiting on -ready-file) starts generating load.
 	ready := time.Now()
 	addr := ln.Addr().String()
-	log.Printf("listening on %s backlog=%d accept-delay=%s stall-at=%s stall-for=%s",
-		addr, cfg.backlog, cfg.acceptDelay, cfg.stallAt, cfg.stallFor)
+	log.Printf("listening on %s backlog=%d accept-delay=%s stall-at=%s stall-for=%s wait-close=%t",
+		addr, cfg.backlog, cfg.acceptDelay, cfg.stallAt, cfg.stallFor, cfg.waitClose)
 
 	if cfg.readyFile != "" {
 		if err := writeFileAtomic(cfg.readyFile, []byte(addr+"\n")); err != nil {
@@ -155,12 +161,14 @@ func run(cfg config) error {
 		Listen:           addr,
 		Stalls:           srv.stalls,
 		AcceptDelayMs:    float64(cfg.acceptDelay) / float64(time.Millisecond),
+		WaitClose:        cfg.waitClose,
+		Requests:         srv.requests.Load(),
 	}
 	if st.Stalls == nil {
 		// Keep the JSON shape stable ([] rather than null) for the analysis.
 		st.Stalls = []stall{}
 	}
-	log.Printf("exiting: accepted=%d handled=%d stalls=%d", st.Accepted, st.Handled, len(st.Stalls))
+	log.Printf("exiting: accepted=%d handled=%d requests=%d stalls=%d", st.Accepted, st.Handled, st.Requests, len(st.Stalls))
 	if cfg.statsFile != "" {
 		b, err := json.MarshalIndent(st, "", "  ")
 		if err != nil {
@@ -178,7 +186,8 @@ type server struct {
 	ln       net.Listener
 	ready    time.Time
 	accepted atomic.Int64
-	handled  atomic.Int64
+	handled  atomic.Int64 // connections that got at least one reply
+	requests atomic.Int64 // reply lines written, over all connections
 	handlers sync.WaitGroup
 	stalls   []stall // only touched by the accept loop until it has returned
 }
@@ -255,14 +264,38 @@ func (s *server) setDeadline(t time.Time) error {
 	return dl.SetDeadline(t)
 }
 
+// handle answers request lines on one connection. Which side calls close
+// first decides which host keeps the TIME_WAIT socket, and that is what
+// -wait-close selects: by default the server closes right after the first
+// reply (server-side TIME_WAIT, on the listening port); with -wait-close it
+// keeps answering until it reads the client's FIN, so the client closed
+// first and the TIME_WAIT lands on the client's ephemeral port.
 func (s *server) handle(conn net.Conn) {
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(handlerTimeout))
-	// The request content is irrelevant; waiting for the line (or EOF) just
-	// makes the reply follow the client's request like a real protocol.
-	_, _ = bufio.NewReaderSize(conn, maxLine).ReadSlice('\n')
-	if _, err := conn.Write([]byte("ok\n")); err == nil {
-		s.handled.Add(1)
+	r := bufio.NewReaderSize(conn, maxLine)
+	replied := false
+	for {
+		// A fresh deadline per request, so a long-lived keep-alive client is
+		// only cut off when it goes idle, not after a fixed total time.
+		_ = conn.SetDeadline(time.Now().Add(handlerTimeout))
+		// The request content is irrelevant; waiting for the line just makes
+		// the reply follow the client's request like a real protocol. EOF
+		// (the client closed), a timeout or an over-long line ends the
+		// connection without a reply.
+		if _, err := r.ReadSlice('\n'); err != nil {
+			return
+		}
+		if _, err := conn.Write([]byte("ok\n")); err != nil {
+			return
+		}
+		s.requests.Add(1)
+		if !replied {
+			replied = true
+			s.handled.Add(1)
+		}
+		if !s.cfg.waitClose {
+			return
+		}
 	}
 }
 

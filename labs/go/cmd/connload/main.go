@@ -36,6 +36,8 @@ type config struct {
 	ioTimeout      time.Duration
 	out            string
 	source         string
+	reqsPerConn    int
+	reqInterval    time.Duration
 }
 
 // Result labels written to the CSV; the analysis matches on these strings.
@@ -58,6 +60,7 @@ type record struct {
 	firstByteUs int64 // -1 when no reply byte was read
 	result      string
 	errno       string
+	requestsOK  int // complete "ok" reply lines read on this connection
 }
 
 func main() {
@@ -83,15 +86,17 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long new connections are started")
 	flag.IntVar(&cfg.maxConns, "max-conns", 20000, "hard cap on the number of attempts")
 	flag.DurationVar(&cfg.connectTimeout, "connect-timeout", 4*time.Second, "dial timeout per attempt")
-	flag.DurationVar(&cfg.ioTimeout, "io-timeout", 5*time.Second, "timeout for writing the request and reading the reply")
+	flag.DurationVar(&cfg.ioTimeout, "io-timeout", 5*time.Second, "timeout for writing each request and reading its reply")
 	flag.StringVar(&cfg.out, "out", "", "CSV output `path` (required)")
 	flag.StringVar(&cfg.source, "source", "", "local `IP` to bind before connecting (optional)")
+	flag.IntVar(&cfg.reqsPerConn, "reqs-per-conn", 1, "request lines sent one after another on each connection, each waiting for its reply (keep-alive style)")
+	flag.DurationVar(&cfg.reqInterval, "req-interval", 0, "pause between consecutive requests on one connection")
 	flag.Usage = func() {
 		out := flag.CommandLine.Output()
 		fmt.Fprintf(out, "Usage: connload -target ADDR -out PATH [flags]\n\n")
-		fmt.Fprintf(out, "Connection load generator. Each attempt dials, sends \"ping\\n\", reads one reply\n")
-		fmt.Fprintf(out, "line and closes; every attempt becomes one CSV row:\n")
-		fmt.Fprintf(out, "  start_unix_ns,conn_id,connect_us,first_byte_us,result,errno\n\n")
+		fmt.Fprintf(out, "Connection load generator. Each attempt dials, then -reqs-per-conn times sends\n")
+		fmt.Fprintf(out, "\"ping\\n\" and reads one reply line, and closes; every attempt becomes one CSV row:\n")
+		fmt.Fprintf(out, "  %s\n\n", csvHeader)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -115,6 +120,10 @@ func parseFlags() (config, error) {
 		return cfg, errors.New("-max-conns must be > 0")
 	case cfg.connectTimeout <= 0 || cfg.ioTimeout <= 0:
 		return cfg, errors.New("timeouts must be > 0")
+	case cfg.reqsPerConn <= 0:
+		return cfg, errors.New("-reqs-per-conn must be > 0")
+	case cfg.reqInterval < 0:
+		return cfg, errors.New("-req-interval must be >= 0")
 	}
 	if cfg.source != "" && net.ParseIP(cfg.source) == nil {
 		return cfg, fmt.Errorf("-source %q is not an IP address", cfg.source)
@@ -234,37 +243,60 @@ func attempt(dialer *net.Dialer, cfg config, start time.Time, rec *record) {
 	conn, err := dialer.Dial("tcp", cfg.target)
 	rec.connectUs = time.Since(start).Microseconds()
 	if err != nil {
-		rec.errno = errnoName(err)
-		switch {
-		case isTimeout(err):
-			rec.result = resConnectTimeout
-		case errors.Is(err, syscall.ECONNREFUSED):
-			rec.result = resConnectRefused
-		default:
-			rec.result = resConnectError
-		}
+		rec.result, rec.errno = dialResult(err), errnoName(err)
 		return
 	}
+	// The client closes after its last reply. Whether that makes it the
+	// active closer (and the owner of the TIME_WAIT socket) depends on the
+	// server: aqserver closes first by default, and only after the client
+	// with -wait-close.
 	defer conn.Close()
 
-	// The I/O budget starts after connect so that connect delays (the
-	// accept-queue symptom) and slow replies are measured separately.
-	_ = conn.SetDeadline(time.Now().Add(cfg.ioTimeout))
-	if _, err := io.WriteString(conn, "ping\n"); err != nil {
-		rec.result, rec.errno = ioResult(err), errnoName(err)
-		return
-	}
 	r := bufio.NewReader(conn)
-	if _, err := r.ReadByte(); err != nil {
-		rec.result, rec.errno = ioResult(err), errnoName(err)
-		return
+	for i := range cfg.reqsPerConn {
+		if i > 0 && cfg.reqInterval > 0 {
+			time.Sleep(cfg.reqInterval)
+		}
+		// The I/O budget starts after connect, and afresh for each request,
+		// so connect delays (the accept-queue symptom), slow replies and the
+		// idle gaps of -req-interval are never charged to one another.
+		_ = conn.SetDeadline(time.Now().Add(cfg.ioTimeout))
+		if _, err := io.WriteString(conn, "ping\n"); err != nil {
+			rec.result, rec.errno = ioResult(err), errnoName(err)
+			return
+		}
+		if _, err := r.ReadByte(); err != nil {
+			rec.result, rec.errno = ioResult(err), errnoName(err)
+			return
+		}
+		if i == 0 {
+			rec.firstByteUs = time.Since(start).Microseconds()
+		}
+		if _, err := r.ReadString('\n'); err != nil {
+			rec.result, rec.errno = ioResult(err), errnoName(err)
+			return
+		}
+		rec.requestsOK++
 	}
-	rec.firstByteUs = time.Since(start).Microseconds()
-	if _, err := r.ReadString('\n'); err != nil {
-		rec.result, rec.errno = ioResult(err), errnoName(err)
-		return
-	}
+	// Only a connection on which every request was answered counts as ok;
+	// a partial one keeps the error of the request that failed.
 	rec.result = resOK
+}
+
+// dialResult classifies a failed dial. EADDRNOTAVAIL (no free ephemeral
+// port for the destination, typically because the client's own TIME_WAIT
+// sockets hold them all) falls into connect_error and is told apart by its
+// errno column. With -source the port is bound explicitly first, and the
+// same exhaustion is reported by bind(2) as EADDRINUSE instead.
+func dialResult(err error) string {
+	switch {
+	case isTimeout(err):
+		return resConnectTimeout
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return resConnectRefused
+	default:
+		return resConnectError
+	}
 }
 
 func ioResult(err error) string {
@@ -322,9 +354,13 @@ func errnoName(err error) string {
 	return "errno_" + strconv.Itoa(int(errno))
 }
 
+// csvHeader is the connects.csv contract; new columns only go at the end so
+// that positional readers of older runs keep working.
+const csvHeader = "start_unix_ns,conn_id,connect_us,first_byte_us,result,errno,requests_ok"
+
 func writeCSV(w io.Writer, records []record) error {
 	bw := bufio.NewWriter(w)
-	bw.WriteString("start_unix_ns,conn_id,connect_us,first_byte_us,result,errno\n")
+	bw.WriteString(csvHeader + "\n")
 	var line []byte
 	for i, r := range records {
 		line = strconv.AppendInt(line[:0], r.startUnixNs, 10)
@@ -340,6 +376,8 @@ func writeCSV(w io.Writer, records []record) error {
 		line = append(line, r.result...)
 		line = append(line, ',')
 		line = append(line, r.errno...)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, int64(r.requestsOK), 10)
 		line = append(line, '\n')
 		bw.Write(line)
 	}

@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,5 +63,119 @@ func TestPercentile(t *testing.T) {
 	}
 	if p := percentile(nil, 50); p != 0 {
 		t.Errorf("empty = %d", p)
+	}
+}
+
+// Ephemeral-port exhaustion (client-side TIME_WAIT) must stay visible in the
+// CSV, so build the error the way net.Dialer wraps a failed connect(2).
+func TestDialResult(t *testing.T) {
+	wrap := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
+	}
+	tests := []struct {
+		err    error
+		result string
+		errno  string
+	}{
+		{wrap(syscall.EADDRNOTAVAIL), resConnectError, "EADDRNOTAVAIL"},
+		{wrap(syscall.ECONNREFUSED), resConnectRefused, "ECONNREFUSED"},
+		{wrap(syscall.ETIMEDOUT), resConnectTimeout, "ETIMEDOUT"},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, resConnectTimeout, ""},
+	}
+	for _, tt := range tests {
+		if got := dialResult(tt.err); got != tt.result {
+			t.Errorf("%v: result %q, want %q", tt.err, got, tt.result)
+		}
+		if got := errnoName(tt.err); got != tt.errno {
+			t.Errorf("%v: errno %q, want %q", tt.err, got, tt.errno)
+		}
+	}
+}
+
+// The header is a data contract: new columns are appended, never inserted.
+func TestWriteCSV(t *testing.T) {
+	var b bytes.Buffer
+	recs := []record{
+		{startUnixNs: 10, connectUs: 5, firstByteUs: 7, result: resOK, requestsOK: 3},
+		{startUnixNs: 11, connectUs: 9, firstByteUs: -1, result: resConnectError, errno: "EADDRNOTAVAIL"},
+	}
+	if err := writeCSV(&b, recs); err != nil {
+		t.Fatal(err)
+	}
+	want := "start_unix_ns,conn_id,connect_us,first_byte_us,result,errno,requests_ok\n" +
+		"10,0,5,7,ok,,3\n" +
+		"11,1,9,,connect_error,EADDRNOTAVAIL,0\n"
+	if got := b.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// lineServer answers "ok\n" to up to maxReplies lines per connection and
+// then closes, like aqserver with (-1: unlimited) or without -wait-close.
+func lineServer(t *testing.T, maxReplies int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for n := 0; maxReplies < 0 || n < maxReplies; n++ {
+					if _, err := r.ReadString('\n'); err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, "ok\n"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestAttemptKeepAlive(t *testing.T) {
+	tests := []struct {
+		name       string
+		maxReplies int
+		reqs       int
+		wantOK     bool
+		wantReqs   int
+	}{
+		{"single", -1, 1, true, 1},
+		{"keepalive", -1, 5, true, 5},
+		// The server hangs up after one reply: the connection is not ok, and
+		// requests_ok says how far it got.
+		{"server closes early", 1, 3, false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config{
+				target:      lineServer(t, tt.maxReplies),
+				ioTimeout:   2 * time.Second,
+				reqsPerConn: tt.reqs,
+				reqInterval: time.Millisecond,
+			}
+			var rec record
+			attempt(&net.Dialer{Timeout: 2 * time.Second}, cfg, time.Now(), &rec)
+			if (rec.result == resOK) != tt.wantOK || rec.requestsOK != tt.wantReqs {
+				t.Errorf("result=%s errno=%s requests_ok=%d, want ok=%t requests_ok=%d",
+					rec.result, rec.errno, rec.requestsOK, tt.wantOK, tt.wantReqs)
+			}
+			if rec.firstByteUs < rec.connectUs { // also catches -1 (no reply)
+				t.Errorf("first_byte_us=%d connect_us=%d", rec.firstByteUs, rec.connectUs)
+			}
+			if strings.HasPrefix(rec.result, "connect_") {
+				t.Errorf("unexpected connect failure %s", rec.result)
+			}
+		})
 	}
 }

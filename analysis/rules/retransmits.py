@@ -1,0 +1,175 @@
+"""retransmit_storm: a share of the segments sent toward one endpoint had to be sent again.
+
+Chain: symptom (lab client: throughput and failures; else the retransmit rate)
+ -> counter (TcpRetransSegs / TCPSynRetrans deltas in the namespace, reconciled
+    with the probe's segment count)
+ -> probe (retransmitted segments per endpoint, SYN apart from data)
+ -> cause (data loss on the path, or SYNs lost; the loss a lab injected)
+ -> fix -> verification.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..findings import Finding, Link
+from ..run import Run
+
+KIND = "retransmit_storm"
+INPUTS = ("rt_endpoint", "rt_resets", "counters", "connects")
+
+# A storm: at least this share of the namespace's sent segments retransmitted
+# toward the endpoint (healthy LAN/loopback paths sit far below 0.1 %)...
+RATE_THRESHOLD = 0.005
+# ...or this share of new connections needing a SYN retransmit...
+SYN_THRESHOLD = 0.05
+# ...and never on fewer segments than this (one lost ACK is not a storm).
+MIN_SEGMENTS = 20
+KEY = ["netns", "laddr", "raddr", "service_port", "service_local"]
+
+
+def _delta(run: Run, netns: int, counter: str, t0: float | None = None, t1: float | None = None) -> int:
+    c = run.table("counters")
+    sel = (c["netns"] == netns) & (c["counter"] == counter) & c["delta"].notna()
+    if t0 is not None:
+        sel &= (c["time_s"] >= t0) & (c["time_s"] <= t1)
+    return int(c.loc[sel, "delta"].sum())
+
+
+def reconcile(run: Run, netns: int) -> dict[str, Any]:
+    """Probe segments vs the kernel's own counters over the whole capture, one namespace."""
+    rt = run.table("rt_endpoint")
+    rt = rt[rt["netns"] == netns]
+    probe_all = int(rt[["data_segs", "syn_segs", "synack_segs"]].sum().sum())
+    probe_syn = int(rt[["syn_segs", "synack_segs"]].sum().sum())
+    kern_all = _delta(run, netns, "RetransSegs")
+    kern_syn = _delta(run, netns, "TCPSynRetrans")
+
+    def pct(a: int, b: int) -> float | None:
+        return round(100.0 * (a - b) / b, 2) if b else (0.0 if a == 0 else None)
+
+    return {
+        "probe_retrans_segs": probe_all,
+        "kernel_retrans_segs": kern_all,
+        "retrans_diff_pct": pct(probe_all, kern_all),
+        "probe_syn_retrans": probe_syn,
+        "kernel_syn_retrans": kern_syn,
+        "syn_diff_pct": pct(probe_syn, kern_syn),
+        "failed_attempts": int(rt["failed_events"].sum()),
+    }
+
+
+def _symptom(run: Run) -> Link:
+    lab = run.lab or {}
+    ev: dict[str, Any] = {}
+    if lab.get("iperf3"):
+        ev["iperf3"] = lab["iperf3"]
+    conns = run.table("connects")
+    if not conns.empty:
+        ev["attempts"] = len(conns)
+        ev["ok"] = int((conns["result"] == "ok").sum())
+        ev["connects_waited_syn_retry"] = int((conns["connect_us"] >= 900_000).sum())
+        ev["connect_p99_ms"] = round(float(conns["connect_us"].quantile(0.99)) / 1000.0, 1)
+    return Link("symptom", "lab_client" if ev else "rate_only", ev)
+
+
+def evaluate(run: Run) -> list[Finding]:
+    rt = run.table("rt_endpoint")
+    out: list[Finding] = []
+    interval = int(run.metadata.get("interval_s", 1))
+    lab = run.lab or {}
+    for key, rows in rt.groupby(KEY, sort=True):
+        netns, laddr, raddr, port, local = int(key[0]), str(key[1]), str(key[2]), int(key[3]), int(key[4])
+        data = int(rows["data_segs"].sum())
+        syn = int(rows["syn_segs"].sum() + rows["synack_segs"].sum())
+        t0, t1 = float(rows["time_s"].min()) - interval, float(rows["time_s"].max())
+        sent = _delta(run, netns, "OutSegs", t0, t1 + interval + 0.5)
+        opens = _delta(run, netns, "ActiveOpens", t0, t1 + interval + 0.5) + _delta(
+            run, netns, "PassiveOpens", t0, t1 + interval + 0.5
+        )
+        rate = (data + syn) / sent if sent else None
+        syn_share = syn / opens if opens else None
+        subject = {
+            "netns": netns,
+            "netns_label": run.netns_label(netns),
+            "laddr": laddr,
+            "raddr": raddr,
+            "service_port": port,
+            "we_are": "server" if local else "client",
+        }
+        probe_ev = {
+            "data_segs": data,
+            "data_events": int(rows["data_events"].sum()),
+            "syn_segs": int(rows["syn_segs"].sum()),
+            "synack_segs": int(rows["synack_segs"].sum()),
+            "intervals": len(rows),
+            "peak_segs_per_s": round(
+                float((rows["data_segs"] + rows["syn_segs"] + rows["synack_segs"]).max()) / interval, 1
+            ),
+        }
+        storm = (data + syn) >= MIN_SEGMENTS and (
+            (rate is not None and rate >= RATE_THRESHOLD) or (syn_share is not None and syn_share >= SYN_THRESHOLD)
+        )
+        if not storm:
+            out.append(
+                Finding(
+                    KIND,
+                    "absent",
+                    subject,
+                    chain=[
+                        Link(
+                            "probe", "below_threshold", {**probe_ev, "rate_pct": round(100 * rate, 3) if rate else 0.0}
+                        )
+                    ],
+                )
+            )
+            continue
+        rec = reconcile(run, netns)
+        agrees = (
+            rec["retrans_diff_pct"] is not None
+            and rec["kernel_retrans_segs"] > 0
+            and abs(rec["retrans_diff_pct"]) <= 10
+        )
+        counter_ev = {
+            "netns_label": run.netns_label(netns),
+            "out_segs_in_window": sent,
+            "retrans_rate_pct": round(100 * rate, 2) if rate is not None else None,
+            "new_connections_in_window": opens,
+            "syn_retrans_share_pct": round(100 * syn_share, 1) if syn_share is not None else None,
+            **rec,
+        }
+        cause = "syn_loss" if data < syn else "data_loss"
+        cause_ev: dict[str, Any] = {
+            "direction": f"{laddr} -> {raddr}:{port}" if not local else f"{laddr}:{port} -> {raddr}"
+        }
+        if lab.get("lab") == "retransmit":
+            cause_ev["lab_injected_loss_pct"] = lab.get("loss_pct")
+            cause_ev["lab_injected_syn_loss_pct"] = lab.get("syn_loss_pct")
+        command = (
+            "make lab LAB=retransmit VARIANT=loss0"
+            if lab.get("lab") == "retransmit"
+            else f"make capture NETNS={subject['netns_label']} DURATION=60"
+        )
+        out.append(
+            Finding(
+                KIND,
+                "confirmed" if agrees else "suspected",
+                subject,
+                window={
+                    "start_s": t0,
+                    "end_s": t1,
+                    "start_rel_s": round(t0 - run.start, 1),
+                    "end_rel_s": round(t1 - run.start, 1),
+                },
+                cause_class=cause,
+                chain=[
+                    _symptom(run),
+                    Link("counter", "retrans_segs", counter_ev),
+                    Link("probe", "endpoint_retransmits", probe_ev),
+                    Link("cause", cause, cause_ev),
+                    Link("fix", cause, {"raddr": raddr, "service_port": port}),
+                    Link("verification", "rerun", {"command": command, "expect_rate_pct_below": 100 * RATE_THRESHOLD}),
+                ],
+            )
+        )
+    return out
