@@ -14,6 +14,7 @@ from .findings import Finding, Link
 TITLES = {
     "accept_queue_overflow": "TCP accept queue overflow",
     "retransmit_storm": "TCP retransmit storm",
+    "time_wait_exhaustion": "Ephemeral ports exhausted by TIME_WAIT",
 }
 
 CAUSE_NAMES = {
@@ -22,6 +23,7 @@ CAUSE_NAMES = {
     "capacity": "arrivals outran the accept path (capacity)",
     "data_loss": "data segments lost on the path (data_loss)",
     "syn_loss": "connection attempts lost (syn_loss)",
+    "short_connections_client_closes": "short connections closed first by this side",
 }
 
 TEMPLATES: dict[tuple[str, str, str], str] = {
@@ -116,6 +118,36 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
     ("retransmit_storm", "verification", "rerun"): (
         "Verify: run `{command}` after the change and expect retransmits below {expect_rate_pct_below} % of segments."
     ),
+    ("time_wait_exhaustion", "symptom", "eaddrnotavail"): (
+        "connect() failed with EADDRNOTAVAIL {eaddrnotavail_connect_calls} times in {processes}{client_text}."
+    ),
+    ("time_wait_exhaustion", "counter", "time_wait_vs_ports"): (
+        "TIME_WAIT sockets toward the endpoint reached {time_wait_max}, {time_wait_share_of_ports_pct} % of the "
+        "{ports_in_range} ports in ip_local_port_range ({port_range})."
+    ),
+    ("time_wait_exhaustion", "counter", "ports_free"): (
+        "TIME_WAIT toward the endpoint peaked at {time_wait_max} of {ports_in_range} ports: room left."
+    ),
+    ("time_wait_exhaustion", "probe", "active_closes"): (
+        "Probe: this side closed first {active_closes} times (the peer {passive_closes}), {active_close_rate_per_s}/s "
+        "while it could. Little's law: {closes_in_60s_before_peak} active closes in the 60 s before the peak predict "
+        "as many TIME_WAIT sockets; measured {time_wait_at_peak} ({littles_law_error_pct} %). "
+        "{lifetime_under_1s_pct} % of connections lived under 1 s (mean {mean_lifetime_ms} ms)."
+    ),
+    ("time_wait_exhaustion", "cause", "short_connections_client_closes"): (
+        "Cause: short connections that this side closes first ({we_close_first_pct} % of closes); each holds its port "
+        "60 s, so at most {max_new_conn_per_s_without_reuse} new connections/s fit toward one endpoint. "
+        "tcp_tw_reuse={tcp_tw_reuse}, tcp_timestamps={tcp_timestamps}."
+    ),
+    ("time_wait_exhaustion", "fix", "ranked"): (
+        "Fix, best first: (1) reuse connections (keep-alive, a pool); (2) net.ipv4.tcp_tw_reuse=1 lets outgoing "
+        "connections take a TIME_WAIT port after 1 s (needs tcp_timestamps=1; now {tcp_tw_reuse}); (3) widen "
+        "ip_local_port_range (now {ports_in_range} ports). tcp_fin_timeout does NOT shorten TIME_WAIT: it is the "
+        "FIN_WAIT2 timeout; TIME_WAIT is fixed at 60 s."
+    ),
+    ("time_wait_exhaustion", "verification", "rerun"): (
+        "Verify: `{command}` and expect {expect_eaddrnotavail} EADDRNOTAVAIL."
+    ),
     ("accept_queue_overflow", "verification", "rerun"): (
         "Verify: after the change run `{command}` and expect ListenOverflows +{expect_listen_overflows}, "
         "no interval with depth > limit, and connect p99 below {expect_connect_p99_ms_below:.0f} ms."
@@ -123,25 +155,33 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
 }
 
 
-def _derived(link: Link) -> dict[str, Any]:
+def _derived(kind: str, link: Link) -> dict[str, Any]:
+    """Numbers turned into phrases that the templates need."""
     ev = dict(link.evidence)
-    if link.link == "counter":
+    if link.link == "counter" and kind == "accept_queue_overflow":
         ev["reqq_note"] = (
             f"TCPReqQFullDoCookies {ev['reqq_full_cookies']}: the SYN queue, which shares the same limit, "
             "filled too and the kernel answered with syncookies."
             if ev.get("reqq_full_cookies")
             else ""
         )
-    if link.link == "symptom" and "iperf3" in ev:
-        ip = ev["iperf3"]
-        ev["client_text"] = (
-            f"iperf3 sent at {ip['bits_per_second'] / 1e6:.0f} Mbit/s and counted {ip['retransmits']} retransmits"
-        )
-    elif link.link == "symptom" and "attempts" in ev:
-        ev["client_text"] = (
-            f"{ev['attempts']} connects, {ev['ok']} ok, {ev['connects_waited_syn_retry']} waited >= 0.9 s "
-            f"for a SYN retry, connect p99 {ev['connect_p99_ms']} ms"
-        )
+    if link.link == "symptom":
+        ev["client_text"] = ""
+        if kind == "time_wait_exhaustion" and "attempts" in ev:
+            ev["client_text"] = (
+                f"; the lab client saw {ev['attempts_eaddrnotavail']} of {ev['attempts']} attempts fail that way "
+                f"({ev['attempts_ok']} ok); Go's dialer calls connect() more than once per attempt"
+            )
+        elif "iperf3" in ev:
+            ip = ev["iperf3"]
+            ev["client_text"] = (
+                f"iperf3 sent at {ip['bits_per_second'] / 1e6:.0f} Mbit/s and counted {ip['retransmits']} retransmits"
+            )
+        elif "connects_waited_syn_retry" in ev and "connect_p99_ms" in ev:
+            ev["client_text"] = (
+                f"{ev['attempts']} connects, {ev['ok']} ok, {ev['connects_waited_syn_retry']} waited >= 0.9 s "
+                f"for a SYN retry, connect p99 {ev['connect_p99_ms']} ms"
+            )
     if link.link == "cause":
         loss, syn = ev.get("lab_injected_loss_pct"), ev.get("lab_injected_syn_loss_pct")
         ev["lab_text"] = (
@@ -161,14 +201,16 @@ def describe(kind: str, link: Link) -> str:
     if template is None:
         return f"{link.link} ({link.key}): {link.evidence}"
     try:
-        return template.format(**_derived(link))
+        return template.format(**_derived(kind, link))
     except (KeyError, IndexError, TypeError, ValueError):
         return f"{link.link} ({link.key}): {link.evidence}"
 
 
 def headline(f: Finding) -> str:
     s = f.subject
-    if "service_port" in s:
+    if "service_port" in s and "laddr" not in s:
+        where = f"connections to {s['raddr']}:{s['service_port']}"
+    elif "service_port" in s:
         where = f"{s['laddr']} <-> {s['raddr']} port {s['service_port']} (we are the {s['we_are']})"
     else:
         where = f"{s.get('laddr')}:{s.get('lport')}" if s.get("lport") is not None else "a listener"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..findings import Finding
 from ..run import Run
-from . import accept_queue, retransmits
+from . import accept_queue, retransmits, time_wait
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Rule:
     evaluate: Callable[[Run], list[Finding]]
 
 
-RULES: tuple[Rule, ...] = tuple(Rule(m.KIND, m.INPUTS, m.evaluate) for m in (accept_queue, retransmits))
+RULES: tuple[Rule, ...] = tuple(Rule(m.KIND, m.INPUTS, m.evaluate) for m in (accept_queue, retransmits, time_wait))
 
 
 def evaluate_all(run: Run) -> list[Finding]:
