@@ -123,10 +123,12 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
     ),
     ("time_wait_exhaustion", "counter", "time_wait_vs_ports"): (
         "TIME_WAIT sockets toward the endpoint reached {time_wait_max}, {time_wait_share_of_ports_pct} % of the "
-        "{ports_in_range} ports in ip_local_port_range ({port_range})."
+        "{ports_in_range} ports in ip_local_port_range ({port_range}); each held for "
+        "{time_wait_length_observed_s} s (from ss timers; tcp_fin_timeout={tcp_fin_timeout})."
     ),
     ("time_wait_exhaustion", "counter", "ports_free"): (
-        "TIME_WAIT toward the endpoint peaked at {time_wait_max} of {ports_in_range} ports: room left."
+        "TIME_WAIT toward the endpoint peaked at {time_wait_max} of {ports_in_range} ports: room left. "
+        "TIME_WAIT lasted {time_wait_length_observed_s} s here (ss timers), with tcp_fin_timeout={tcp_fin_timeout}."
     ),
     ("time_wait_exhaustion", "probe", "active_closes"): (
         "Probe: this side closed first {active_closes} times (the peer {passive_closes}), {active_close_rate_per_s}/s "

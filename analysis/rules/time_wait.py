@@ -68,6 +68,27 @@ def littles_law(run: Run, netns: int, raddr: str, port: int) -> pd.DataFrame:
     return pd.DataFrame({"measured": measured.to_numpy(), "predicted": predicted}, index=measured.index)
 
 
+def observed_time_wait_length(run: Run, netns: int, raddr: str, port: int) -> float | None:
+    """How long TIME_WAIT lasts here, from the timers ss shows: at the last sample
+    the oldest sockets (from the first active close) have age + time left = length."""
+    closes = run.table("tw_close")
+    closes = closes[
+        (closes["netns"] == netns)
+        & (closes["raddr"] == raddr)
+        & (closes["service_port"] == port)
+        & (closes["active_closes"] > 0)
+    ]
+    tw = run.table("tw_sockets")
+    tw = tw[(tw["netns"] == netns) & (tw["raddr"] == raddr) & (tw["service_port"] == port) & tw["timer_min_s"].notna()]
+    if closes.empty or tw.empty:
+        return None
+    # The probe's row for the first close is stamped at its interval's end: the
+    # close happened up to one interval before.
+    first_close = float(closes["time_s"].min()) - 0.5 * float(run.metadata.get("interval_s", 1))
+    last = tw[tw["time_s"] == tw["time_s"].max()]
+    return round(float(last["time_s"].iloc[0]) - first_close + float(last["timer_min_s"].min()), 1)
+
+
 def _endpoints(run: Run) -> list[tuple[int, str, int]]:
     keys: set[tuple[int, str, int]] = set()
     for name in ("tw_sockets", "tw_close"):
@@ -91,6 +112,8 @@ def evaluate(run: Run) -> list[Finding]:
         subject = {"netns": netns, "netns_label": run.netns_label(netns), "raddr": raddr, "service_port": port}
         near_full = ports is not None and tw_max >= NEAR_FULL * ports
         counter_ev = {
+            "time_wait_length_observed_s": observed_time_wait_length(run, netns, raddr, port),
+            "tcp_fin_timeout": run.sysctl(netns, "net.ipv4.tcp_fin_timeout"),
             "time_wait_max": tw_max,
             "ports_in_range": ports,
             "port_range": f"{rng[0]}-{rng[1]}" if rng else None,
