@@ -103,8 +103,10 @@ class Run:
             f = self.path / t.file
             if not f.is_file():
                 probe_family = t.writer.removeprefix("probes/").removesuffix(".bt") if t.probe else None
-                status = self.metadata["probes"].get(probe_family, {}).get("status") if probe_family else None
-                if t.optional or status not in (None, "ok"):
+                probes = self.metadata["probes"]
+                # Empty when the file is optional, or its probe was not asked for or could not run.
+                skipped = probe_family is not None and probes.get(probe_family, {}).get("status") != "ok"
+                if t.optional or skipped:
                     self._cache[name] = t.schema().coerce_dtype(pd.DataFrame(columns=t.column_names))
                 else:
                     raise RunDataError(f"{f}: missing ({t.description})")

@@ -15,6 +15,7 @@ TITLES = {
     "accept_queue_overflow": "TCP accept queue overflow",
     "retransmit_storm": "TCP retransmit storm",
     "time_wait_exhaustion": "Ephemeral ports exhausted by TIME_WAIT",
+    "event_loop_saturation": "Event loop saturated",
 }
 
 CAUSE_NAMES = {
@@ -24,6 +25,7 @@ CAUSE_NAMES = {
     "data_loss": "data segments lost on the path (data_loss)",
     "syn_loss": "connection attempts lost (syn_loss)",
     "short_connections_client_closes": "short connections closed first by this side",
+    "loop_saturated": "the loop always finds work ready",
 }
 
 TEMPLATES: dict[tuple[str, str, str], str] = {
@@ -150,6 +152,29 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
     ("time_wait_exhaustion", "verification", "rerun"): (
         "Verify: `{command}` and expect {expect_eaddrnotavail} EADDRNOTAVAIL."
     ),
+    ("event_loop_saturation", "symptom", "client"): "Lab client: wrk {wrk_requests_per_s} requests/s.",
+    ("event_loop_saturation", "counter", "no_kernel_counter"): (
+        "Kernel counter: none exists for a saturated loop; its listeners' Recv-Q peaked at {listener_recv_q_max}."
+    ),
+    ("event_loop_saturation", "probe", "never_waits"): (
+        "Probe: in {intervals_never_waiting} of {intervals_with_events} busy intervals the loop spent under 5 % of "
+        "the time blocked in epoll (mean {wait_share_busy_pct} %); {calls_per_s} calls/s, {nonblocking_share_pct} % "
+        "non-blocking polls, {events_per_call} events per call, {full_batches} full batches."
+    ),
+    ("event_loop_saturation", "probe", "waits"): (
+        "Probe: the loop waits (median {wait_share_median_pct} % of each busy interval blocked in epoll)."
+    ),
+    ("event_loop_saturation", "cause", "loop_saturated"): (
+        "Cause: more ready work than the loop's threads can run (GOMAXPROCS={gomaxprocs}, "
+        "{work_per_request} of CPU per request): events wait in socket buffers, not in epoll."
+    ),
+    ("event_loop_saturation", "fix", "loop_saturated"): (
+        "Fix: more loop threads or processes (GOMAXPROCS, nginx worker_processes, Redis io-threads, "
+        "SO_REUSEPORT), move CPU work off the loop, or shed load. epoll itself is not the bottleneck."
+    ),
+    ("event_loop_saturation", "verification", "rerun"): (
+        "Verify: `{command}`: the loop should spend over {expect_wait_share_pct_above} % of idle time blocked."
+    ),
     ("accept_queue_overflow", "verification", "rerun"): (
         "Verify: after the change run `{command}` and expect ListenOverflows +{expect_listen_overflows}, "
         "no interval with depth > limit, and connect p99 below {expect_connect_p99_ms_below:.0f} ms."
@@ -210,6 +235,8 @@ def describe(kind: str, link: Link) -> str:
 
 def headline(f: Finding) -> str:
     s = f.subject
+    if f.kind == "event_loop_saturation":
+        return f"{TITLES[f.kind]}: {s['comm']} (pid {s['pid']}, ports {s['listen_ports']}): {f.status}"
     if "service_port" in s and "laddr" not in s:
         where = f"connections to {s['raddr']}:{s['service_port']}"
     elif "service_port" in s:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..findings import Finding
 from ..run import Run
-from . import accept_queue, retransmits, time_wait
+from . import accept_queue, epoll, retransmits, time_wait
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,9 @@ class Rule:
     evaluate: Callable[[Run], list[Finding]]
 
 
-RULES: tuple[Rule, ...] = tuple(Rule(m.KIND, m.INPUTS, m.evaluate) for m in (accept_queue, retransmits, time_wait))
+RULES: tuple[Rule, ...] = tuple(
+    Rule(m.KIND, m.INPUTS, m.evaluate) for m in (accept_queue, retransmits, time_wait, epoll)
+)
 
 
 def evaluate_all(run: Run) -> list[Finding]:

@@ -41,6 +41,9 @@ type config struct {
 	duration  time.Duration
 	readyFile string
 	statsFile string
+	// Idle connections held open by the lab's connhold send no request; the
+	// header timeout must outlast the hold or the server drops them.
+	headerTimeout time.Duration
 }
 
 type stats struct {
@@ -70,6 +73,7 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.duration, "duration", 0, "exit cleanly after this long (0 = run until SIGINT/SIGTERM)")
 	flag.StringVar(&cfg.readyFile, "ready-file", "", "after listen succeeds, atomically write the listener address to this `path`")
 	flag.StringVar(&cfg.statsFile, "stats", "", "at exit, write JSON stats ({\"requests\": n}) to this `path`")
+	flag.DurationVar(&cfg.headerTimeout, "header-timeout", readHeaderTimeout, "how long a connection may stay silent before its request header (and idle between requests)")
 	flag.Usage = func() {
 		out := flag.CommandLine.Output()
 		fmt.Fprintf(out, "Usage: httpserver -listen ADDR [flags]\n\n")
@@ -114,8 +118,8 @@ func run(cfg config) error {
 	})
 	srv := &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: cfg.headerTimeout,
+		IdleTimeout:       max(idleTimeout, cfg.headerTimeout),
 		ErrorLog:          log.Default(),
 	}
 

@@ -1,0 +1,146 @@
+"""event_loop_saturation: an event loop that never waits in epoll while events keep coming.
+
+A healthy loop spends most of an idle-ish interval blocked in epoll_wait; a
+saturated one finds events ready every time it asks (blocking calls return at
+once, or it only polls with timeout 0), so work queues in the socket buffers
+and the accept queue instead of being served.
+
+Chain: symptom (lab client latency / throughput) -> counter (none: the kernel
+keeps no counter for loop saturation; the listener's Recv-Q is shown when it
+grows) -> probe (share of each interval spent waiting, events per call, full
+batches) -> cause -> fix -> verification.
+
+Also: epoll_sweep(), the lab's idle-connection sweep as a table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..findings import Finding, Link
+from ..run import Run
+
+KIND = "event_loop_saturation"
+INPUTS = ("ep_loop", "listeners")
+MIN_EVENTS = 50  # events per interval before a loop counts as busy
+MAX_WAIT_SHARE = 0.05  # of the interval spent blocked in epoll
+MIN_BUSY_INTERVALS = 3
+
+
+def per_process(run: Run) -> pd.DataFrame:
+    """ep_loop summed over thread names: one row per (time_s, pid)."""
+    ep = run.table("ep_loop")
+    num = [c for c in ep.columns if c not in ("time_s", "pid", "comm")]
+    g = ep.groupby(["time_s", "pid"], as_index=False)[num].sum()
+    comms = ep.groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
+    g["comm"] = g["pid"].map(comms)
+    return g
+
+
+def _wrk_latency(run: Run) -> dict[str, Any]:
+    lab = run.lab or {}
+    phases = lab.get("phases") or []
+    return {"wrk_requests_per_s": [p.get("wrk_requests_per_s") for p in phases]} if phases else {}
+
+
+def evaluate(run: Run) -> list[Finding]:
+    interval = float(run.metadata.get("interval_s", 1))
+    out: list[Finding] = []
+    pp = per_process(run)
+    lab = run.lab or {}
+    for pid, rows in pp.groupby("pid"):
+        rows = rows.sort_values("time_s")
+        comm = str(rows["comm"].iloc[0])
+        wait_share = rows["wait_ns_sum"].astype(float) / (interval * 1e9)
+        busy = (rows["events_sum"] >= MIN_EVENTS) & (wait_share < MAX_WAIT_SHARE)
+        active = rows["events_sum"] >= MIN_EVENTS
+        calls = int(rows["calls"].sum())
+        probe_ev = {
+            "intervals_with_events": int(active.sum()),
+            "intervals_never_waiting": int(busy.sum()),
+            "calls_per_s": round(calls / (len(rows) * interval), 1),
+            "nonblocking_share_pct": round(100 * int(rows["nb_calls"].sum()) / calls, 1) if calls else None,
+            "events_per_call": round(int(rows["events_sum"].sum()) / calls, 2) if calls else None,
+            "full_batches": int(rows["ret_full"].sum()),
+            "wait_share_busy_pct": round(100 * float(wait_share[busy].mean()), 2) if busy.any() else None,
+            "wait_share_median_pct": round(100 * float(wait_share[active].median()), 1) if active.any() else None,
+        }
+        ls = run.table("listeners")
+        ports = sorted({int(p) for p in ls.loc[ls["pid"] == pid, "lport"]})
+        subject = {"pid": int(pid), "comm": comm, "listen_ports": ports}
+        if busy.sum() < MIN_BUSY_INTERVALS:
+            if active.any():
+                out.append(Finding(KIND, "absent", subject, chain=[Link("probe", "waits", probe_ev)]))
+            continue
+        t = rows.loc[busy, "time_s"].astype(float)
+        window = {
+            "start_s": float(t.min()) - interval,
+            "end_s": float(t.max()),
+            "start_rel_s": round(float(t.min()) - interval - run.start, 1),
+            "end_rel_s": round(float(t.max()) - run.start, 1),
+        }
+        recvq = ls[(ls["pid"] == pid)]
+        counter_ev = {
+            "listener_recv_q_max": int(recvq["recv_q"].max()) if not recvq.empty else None,
+            "listen_ports": ports,
+        }
+        server = lab.get("server") or {}
+        cause_ev = {
+            "gomaxprocs": server.get("gomaxprocs") if server.get("comm") == comm else None,
+            "work_per_request": server.get("work") if server.get("comm") == comm else None,
+        }
+        out.append(
+            Finding(
+                KIND,
+                "confirmed" if busy.sum() >= MIN_BUSY_INTERVALS and probe_ev["intervals_with_events"] else "suspected",
+                subject,
+                window=window,
+                cause_class="loop_saturated",
+                chain=[
+                    Link("symptom", "client", _wrk_latency(run)),
+                    Link("counter", "no_kernel_counter", counter_ev),
+                    Link("probe", "never_waits", probe_ev),
+                    Link("cause", "loop_saturated", cause_ev),
+                    Link("fix", "loop_saturated", {}),
+                    Link(
+                        "verification",
+                        "rerun",
+                        {
+                            "command": "make lab LAB=epoll VARIANT=idle"
+                            if lab.get("lab") == "epoll"
+                            else "make capture DURATION=60",
+                            "expect_wait_share_pct_above": 100 * MAX_WAIT_SHARE,
+                        },
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+def epoll_sweep(run: Run) -> pd.DataFrame:
+    """Lab epoll/sweep: per phase (idle connections held), the server's epoll numbers."""
+    lab = run.lab or {}
+    server = lab.get("server") or {}
+    pp = per_process(run)
+    pp = pp[pp["comm"] == server.get("comm", "httpserver")]
+    rows = []
+    for ph in lab.get("phases") or []:
+        sel = pp[(pp["time_s"] > ph["start_s"] + 0.5) & (pp["time_s"] <= ph["end_s"] + 0.5)]
+        secs = max(1, len(sel))
+        calls, nb = int(sel["calls"].sum()), int(sel["nb_calls"].sum())
+        blocking = calls - nb
+        rows.append(
+            {
+                "idle_conns": ph["idle_conns"],
+                "wrk_requests_per_s": ph["wrk_requests_per_s"],
+                "epoll_calls_per_s": round(calls / secs, 1),
+                "events_per_call": round(int(sel["events_sum"].sum()) / calls, 2) if calls else None,
+                "ns_per_nonblocking_poll": round(int(sel["nb_ns_sum"].sum()) / nb) if nb else None,
+                "us_per_blocking_call": round(int(sel["wait_ns_sum"].sum()) / blocking / 1000, 1) if blocking else None,
+                "intervals": len(sel),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,120 @@
+# shellcheck shell=bash
+# Variables flow both ways with scripts/lab (LAB_* out; variant, interval, SRV_NS... in).
+# shellcheck disable=SC2034,SC2154
+# Lab epoll: a Go net/http server (Go's netpoller is epoll) under wrk load,
+# and a sweep of idle registered connections at constant active load.
+#
+# Variants
+#   idle   the server with no load: its loop sleeps in epoll_wait (no finding)
+#   busy   GOMAXPROCS=1 (one event-loop thread, like nginx or Redis), 1 ms of CPU
+#          per request, wrk with 32 connections: the loop never waits
+#   sweep  constant wrk load (8 connections) while connhold keeps 10, 1000,
+#          5000, 10000 idle connections registered: does epoll_wait cost follow
+#          the registered fds (the seed's "linear scan") or the ready events?
+
+LAB_VARIANTS=(busy idle sweep)
+LAB_BINARIES=(httpserver connhold)
+LAB_PORT=8080
+
+lab_describe() {
+	cat <<TEXT
+epoll variants (environment overrides in brackets):
+  busy   GOMAXPROCS=1, 1ms work per request [WORK], wrk -c32 [CONNS] for 6s [LOAD_SECONDS]
+  idle   no load for 6s
+  sweep  wrk -c8 for 4s [LOAD_SECONDS] per phase, idle connections: 10 1000 5000 10000 [IDLE_LIST]
+TEXT
+}
+
+lab_params() {
+	local want_work=${WORK:-} want_conns=${CONNS:-}
+	WORK=${want_work:-0s} CONNS=${want_conns:-8} GOMAXPROCS_SRV="" IDLE_LIST=${IDLE_LIST:-}
+	case $1 in
+	busy) WORK=${want_work:-1ms} CONNS=${want_conns:-32} GOMAXPROCS_SRV=1 LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
+	idle) LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
+	sweep) LOAD_SECONDS=${LOAD_SECONDS:-4} IDLE_LIST=${IDLE_LIST:-10 1000 5000 10000} ;;
+	esac
+	LAB_SUMMARY="Go net/http${GOMAXPROCS_SRV:+ (GOMAXPROCS=$GOMAXPROCS_SRV)}, work $WORK/request, "
+	case $1 in
+	idle) LAB_SUMMARY+="no load for ${LOAD_SECONDS}s" ;;
+	busy) LAB_SUMMARY+="wrk -c$CONNS for ${LOAD_SECONDS}s" ;;
+	sweep) LAB_SUMMARY+="wrk -c$CONNS for ${LOAD_SECONDS}s per phase with idle connections: $IDLE_LIST" ;;
+	esac
+	LAB_MAX_SECONDS=400
+}
+
+lab_setup_netns() {
+	command -v wrk >/dev/null || die "wrk is not installed (run: make setup)"
+}
+
+# Phase records for lab.json: "idle_conns start end requests_per_s".
+PHASES=()
+
+run_wrk() {
+	local out=$1
+	ip netns exec "$CLI_NS" wrk -t1 -c"$CONNS" -d"${LOAD_SECONDS}s" "http://$SRV_IP:$LAB_PORT/" >"$out" 2>&1 ||
+		{ cat "$out" >&2; die "wrk failed"; }
+	awk '/Requests\/sec/ {print $2}' "$out"
+}
+
+lab_run() {
+	local run=$1 work=$2 pid i n hold_pid t0 rps
+	ip netns exec "$SRV_NS" env ${GOMAXPROCS_SRV:+GOMAXPROCS=$GOMAXPROCS_SRV} "$PACK_ROOT/build/bin/httpserver" \
+		-listen "$SRV_IP:$LAB_PORT" -work "$WORK" -header-timeout 300s -duration 360s \
+		-ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
+	pid=$!
+	cleanup_push "stop_process $pid TERM 5"
+	for i in $(seq 100); do [[ -e $work/server.ready ]] && break; sleep 0.05; done
+	[[ -e $work/server.ready ]] || { cat "$work/server.err" >&2; die "httpserver did not become ready"; }
+	SERVER_PID=$(pgrep -P "$pid" -x httpserver || echo "$pid")
+	sleep 1
+	case $variant in
+	idle)
+		t0=${EPOCHREALTIME/,/.}
+		sleep "$LOAD_SECONDS"
+		PHASES+=("0 $t0 ${EPOCHREALTIME/,/.} 0")
+		;;
+	busy)
+		t0=${EPOCHREALTIME/,/.}
+		rps=$(run_wrk "$work/wrk.txt")
+		PHASES+=("0 $t0 ${EPOCHREALTIME/,/.} $rps")
+		;;
+	sweep)
+		for n in $IDLE_LIST; do
+			rm -f "$work/hold.ready"
+			ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connhold" -target "$SRV_IP:$LAB_PORT" -conns "$n" \
+				-hold 300s -rate 5000 -ready-file "$work/hold.ready" 2>"$work/hold.err" &
+			hold_pid=$!
+			for i in $(seq 300); do [[ -e $work/hold.ready ]] && break; sleep 0.1; done
+			[[ -e $work/hold.ready ]] || { cat "$work/hold.err" >&2; die "connhold did not get $n connections up"; }
+			sleep 1	# let the server register them all
+			t0=${EPOCHREALTIME/,/.}
+			rps=$(run_wrk "$work/wrk-$n.txt")
+			PHASES+=("$n $t0 ${EPOCHREALTIME/,/.} $rps")
+			log "  $n idle connections: wrk $rps req/s"
+			stop_process "$hold_pid" TERM 10
+			sleep 1
+		done
+		;;
+	esac
+	sleep "$((interval + 1))"
+	stop_process "$pid" TERM 5
+}
+
+lab_json() {
+	local stats=null p first=1
+	[[ -s $work/server.json ]] && stats=$(cat "$work/server.json")
+	printf '{"lab": "epoll", "variant": %s, "summary": %s,\n' "$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")"
+	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "pid": %s, "comm": "httpserver", "gomaxprocs": %s, "work": %s, "stats": %s},\n' \
+		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" "$LAB_PORT" "${SERVER_PID:-null}" \
+		"${GOMAXPROCS_SRV:-null}" "$(json_str "$WORK")" "$stats"
+	printf ' "client": {"netns": %s, "netns_inode": %s, "wrk_connections": %s},\n' \
+		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$CONNS"
+	printf ' "phases": ['
+	for p in "${PHASES[@]}"; do
+		read -r n t0 t1 rps <<<"$p"
+		((first)) || printf ', '
+		first=0
+		printf '{"idle_conns": %s, "start_s": %s, "end_s": %s, "wrk_requests_per_s": %s}' "$n" "$t0" "$t1" "${rps:-0}"
+	done
+	printf '],\n "command": %s}\n' "$(json_str "make lab LAB=epoll VARIANT=$variant")"
+}
