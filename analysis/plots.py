@@ -85,3 +85,58 @@ def save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def retransmits(run: Run, netns: int) -> Figure:
+    """Probe retransmitted segments per interval against the kernel's RetransSegs per sample."""
+    rt = run.table("rt_endpoint")
+    rt = rt[rt["netns"] == netns]
+    per = (rt["data_segs"] + rt["syn_segs"] + rt["synack_segs"]).groupby(rt["time_s"]).sum()
+    k = run.counter_deltas(netns, ["RetransSegs"])["RetransSegs"]
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.step(per.index.astype(float) - run.start, per, where="pre", label="probe: retransmitted segments")
+    ax.plot(k.index.astype(float) - run.start, k, "o", ms=4, label="kernel: TcpRetransSegs delta")
+    ax.set_xlabel("seconds since capture start")
+    ax.set_ylabel("segments per interval")
+    ax.set_title(f"Retransmits in {run.netns_label(netns)}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def time_wait(run: Run, netns: int, raddr: str, port: int, ports: int | None) -> Figure:
+    from .rules.time_wait import littles_law
+
+    ll = littles_law(run, netns, raddr, port)
+    t = ll.index.to_series().astype(float) - run.start
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.plot(t, ll["measured"], label="TIME_WAIT sockets (ss)")
+    ax.plot(t, ll["predicted"], "--", label="active closes in the last 60 s (Little's law)")
+    if ports:
+        ax.axhline(ports, color="red", ls=":", label=f"ports in range ({ports})")
+    ax.set_xlabel("seconds since capture start")
+    ax.set_ylabel("sockets")
+    ax.set_title(f"TIME_WAIT toward {raddr}:{port} ({run.netns_label(netns)})")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def event_loop(run: Run, pid: int) -> Figure:
+    from .rules.epoll import per_process
+
+    pp = per_process(run)
+    rows = pp[pp["pid"] == pid].sort_values("time_s")
+    interval = float(run.metadata.get("interval_s", 1))
+    t = rows["time_s"].astype(float) - run.start
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.plot(t, 100 * rows["wait_ns_sum"].astype(float) / (interval * 1e9), "o-", ms=3, label="% of interval blocked")
+    ax.set_ylabel("% of interval blocked in epoll")
+    ax2 = ax.twinx()
+    ax2.plot(t, rows["events_sum"].astype(float) / interval, "s--", ms=3, color="tab:orange", label="events/s")
+    ax2.set_ylabel("events per second")
+    ax.set_xlabel("seconds since capture start")
+    ax.set_title(f"Event loop of {rows['comm'].iloc[0] if len(rows) else pid} (pid {pid})")
+    fig.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    return fig

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from . import plots
+from . import measurements, plots
 from .findings import CHAIN_ORDER, Finding
 from .rules import RULES, evaluate_all
 from .run import Run
@@ -16,7 +17,7 @@ from .wording import describe, headline
 VERDICTS_SCHEMA_VERSION = 1
 
 
-def verdicts(run: Run, findings: list[Finding]) -> dict[str, Any]:
+def verdicts(run: Run, findings: list[Finding], measured: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema_version": VERDICTS_SCHEMA_VERSION,
         "run": run.metadata.get("name", run.path.name),
@@ -25,6 +26,7 @@ def verdicts(run: Run, findings: list[Finding]) -> dict[str, Any]:
         "rules": [{"kind": r.kind, "inputs": list(r.inputs)} for r in RULES],
         "findings": [f.to_dict() for f in findings if f.status != "absent"],
         "ruled_out": [f.to_dict() for f in findings if f.status == "absent"],
+        "measurements": measured,
     }
 
 
@@ -36,7 +38,7 @@ def _plots_for(run: Run, findings: list[Finding], out: Path) -> list[tuple[str, 
         if f.kind == "accept_queue_overflow" and f.subject.get("lport") is not None and f.status != "absent"
     }
     lab_server = (run.lab or {}).get("server") or {}
-    if not listeners and lab_server.get("netns_inode"):
+    if not listeners and lab_server.get("netns_inode") and (run.lab or {}).get("lab") == "accept-overflow":
         listeners = {(lab_server["netns_inode"], lab_server["port"])}
     for netns, lport in sorted(listeners):
         p = plots.save(plots.queue_depth(run, netns, lport), out / f"accept_queue_{lport}_{netns}.png")
@@ -46,13 +48,30 @@ def _plots_for(run: Run, findings: list[Finding], out: Path) -> list[tuple[str, 
             out / f"listen_overflows_{netns}.png",
         )
         made.append((f"Listen overflow counters in {run.netns_label(netns)}", p))
+    for f in findings:
+        if f.status == "absent":
+            continue
+        s = f.subject
+        if f.kind == "retransmit_storm":
+            name = f"retransmits_{s['netns']}.png"
+            if not (out / name).exists():
+                made.append(
+                    (f"Retransmits in {s['netns_label']}", plots.save(plots.retransmits(run, s["netns"]), out / name))
+                )
+        elif f.kind == "time_wait_exhaustion":
+            ports = f.link("counter").evidence.get("ports_in_range") if f.link("counter") else None
+            fig = plots.time_wait(run, s["netns"], s["raddr"], s["service_port"], ports)
+            made.append((f"TIME_WAIT toward {s['raddr']}:{s['service_port']}", plots.save(fig, out / "time_wait.png")))
+        elif f.kind == "event_loop_saturation":
+            fig = plots.event_loop(run, s["pid"])
+            made.append((f"Event loop of {s['comm']}", plots.save(fig, out / f"event_loop_{s['pid']}.png")))
     fig = plots.connect_latency(run)
     if fig is not None:
         made.append(("Client connect latency", plots.save(fig, out / "connect_latency.png")))
     return made
 
 
-def markdown(run: Run, findings: list[Finding], figures: list[tuple[str, Path]]) -> str:
+def markdown(run: Run, findings: list[Finding], figures: list[tuple[str, Path]], measured: dict[str, Any]) -> str:
     m = run.metadata
     lab = run.lab or {}
     lines = [
@@ -89,6 +108,7 @@ def markdown(run: Run, findings: list[Finding], figures: list[tuple[str, Path]])
         for f in ruled:
             lines.append(f"- {headline(f)}: " + " ".join(describe(f.kind, link) for link in f.chain))
         lines.append("")
+    lines += measurements.markdown(measured)
     if figures:
         lines += ["## Plots", ""]
         for title, p in figures:
@@ -100,8 +120,12 @@ def write_report(run_dir: str | Path) -> tuple[Path, list[Finding]]:
     run = Run.open(run_dir)
     run.validate_all()
     findings = evaluate_all(run)
-    (run.path / "verdicts.json").write_text(json.dumps(verdicts(run, findings), indent=2, default=str) + "\n")
-    figures = _plots_for(run, findings, run.path / "plots")
+    measured = measurements.all_measurements(run)
+    (run.path / "verdicts.json").write_text(json.dumps(verdicts(run, findings, measured), indent=2, default=str) + "\n")
+    plot_dir = run.path / "plots"
+    if plot_dir.is_dir():  # plots are derived: a rerun replaces them all
+        shutil.rmtree(plot_dir)
+    figures = _plots_for(run, findings, plot_dir)
     report = run.path / "report.md"
-    report.write_text(markdown(run, findings, figures) + "\n")
+    report.write_text(markdown(run, findings, figures, measured) + "\n")
     return report, findings

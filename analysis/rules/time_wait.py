@@ -69,8 +69,9 @@ def littles_law(run: Run, netns: int, raddr: str, port: int) -> pd.DataFrame:
 
 
 def observed_time_wait_length(run: Run, netns: int, raddr: str, port: int) -> float | None:
-    """How long TIME_WAIT lasts here, from the timers ss shows: at the last sample
-    the oldest sockets (from the first active close) have age + time left = length."""
+    """How long TIME_WAIT lasts here, from the timers ss shows. Until the first
+    TIME_WAIT socket expires, the oldest one dates from the first active close,
+    so age + its time left = the length. Median over those samples."""
     closes = run.table("tw_close")
     closes = closes[
         (closes["netns"] == netns)
@@ -83,10 +84,14 @@ def observed_time_wait_length(run: Run, netns: int, raddr: str, port: int) -> fl
     if closes.empty or tw.empty:
         return None
     # The probe's row for the first close is stamped at its interval's end: the
-    # close happened up to one interval before.
+    # close happened within the interval before; take its middle.
     first_close = float(closes["time_s"].min()) - 0.5 * float(run.metadata.get("interval_s", 1))
-    last = tw[tw["time_s"] == tw["time_s"].max()]
-    return round(float(last["time_s"].iloc[0]) - first_close + float(last["timer_min_s"].min()), 1)
+    oldest = tw.groupby("time_s")["timer_min_s"].min()
+    age = oldest.index.to_series().astype(float) - first_close
+    early = (age > 0) & (age < 50)
+    if not early.any():
+        return None
+    return round(float((age[early] + oldest[early].astype(float)).median()), 1)
 
 
 def _endpoints(run: Run) -> list[tuple[int, str, int]]:
