@@ -24,6 +24,7 @@ CAUSE_NAMES = {
     "capacity": "arrivals outran the accept path (capacity)",
     "data_loss": "data segments lost on the path (data_loss)",
     "syn_loss": "connection attempts lost (syn_loss)",
+    "syn_loss_accept_queue": "SYNs dropped by a full accept queue at the server",
     "short_connections_client_closes": "short connections closed first by this side",
     "loop_saturated": "the loop always finds work ready",
 }
@@ -94,7 +95,8 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
         "Kernel counters in {netns_label}: TcpRetransSegs +{kernel_retrans_segs} against {out_segs_in_window} "
         "segments sent in the window ({retrans_rate_pct} %); TCPSynRetrans +{kernel_syn_retrans} for "
         "{new_connections_in_window} new connections. Probe vs kernel: {probe_retrans_segs} vs "
-        "{kernel_retrans_segs} segments ({retrans_diff_pct} %), SYN {probe_syn_retrans} vs {kernel_syn_retrans}."
+        "{kernel_retrans_segs} segments ({retrans_diff_pct} %), SYN {probe_syn_retrans} vs {kernel_syn_retrans}; "
+        "the kernel skipped the probe {probe_recursion_misses} time(s) (recursion misses)."
     ),
     ("retransmit_storm", "probe", "endpoint_retransmits"): (
         "Probe: {data_segs} data segments retransmitted in {data_events} events (GSO), {syn_segs} SYN and "
@@ -108,6 +110,13 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
     ),
     ("retransmit_storm", "cause", "syn_loss"): (
         "Cause: connection attempts {direction} lose their SYN (or SYN-ACK) and wait for a retry{lab_text}."
+    ),
+    ("retransmit_storm", "cause", "syn_loss_accept_queue"): (
+        "Cause: the server's accept queue on {direction} was full in {listener_full_intervals} interval(s): a full "
+        "queue drops SYNs silently, and these are the client's retries (see accept_queue_overflow)."
+    ),
+    ("retransmit_storm", "fix", "syn_loss_accept_queue"): (
+        "Fix: the accept-queue finding's fix; the network is not at fault."
     ),
     ("retransmit_storm", "fix", "data_loss"): (
         "Fix: find the lossy hop toward {raddr} (interface drops: ip -s link; qdisc drops: tc -s qdisc; "

@@ -95,14 +95,18 @@ def test_report_writes_verdicts_markdown_and_pngs(copy_fixture) -> None:
     run_dir = copy_fixture("accept-overflow-stall")
     report, _ = write_report(run_dir)
     verdicts = json.loads((run_dir / "verdicts.json").read_text())
-    assert verdicts["schema_version"] == 1 and len(verdicts["findings"]) == 1
-    finding = verdicts["findings"][0]
+    assert verdicts["schema_version"] == 1
+    (finding,) = [f for f in verdicts["findings"] if f["kind"] == "accept_queue_overflow"]
+    # The clients' SYN retries are a consequence, and the retransmit finding says so.
+    for f in verdicts["findings"]:
+        if f["kind"] == "retransmit_storm":
+            assert f["cause_class"] == "syn_loss_accept_queue"
     assert finding["kind"] == "accept_queue_overflow" and finding["subject"]["lport"] == 8080
     text = report.read_text()
     for link in CHAIN_ORDER:
         assert f"**{link}**" in text
     pngs = list((run_dir / "plots").glob("*.png"))
-    assert len(pngs) == 3
+    assert len(pngs) >= 3
     for p in pngs:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000

@@ -48,7 +48,9 @@ def reconcile(run: Run, netns: int) -> dict[str, Any]:
     def pct(a: int, b: int) -> float | None:
         return round(100.0 * (a - b) / b, 2) if b else (0.0 if a == 0 else None)
 
+    misses = run.metadata["probes"].get("retransmits", {}).get("recursion_misses")
     return {
+        "probe_recursion_misses": misses,
         "probe_retrans_segs": probe_all,
         "kernel_retrans_segs": kern_all,
         "retrans_diff_pct": pct(probe_all, kern_all),
@@ -139,9 +141,17 @@ def evaluate(run: Run) -> list[Finding]:
             **rec,
         }
         cause = "syn_loss" if data < syn else "data_loss"
+        # SYNs toward a listener whose accept queue overflowed: the drops are that
+        # overflow (a full queue drops SYNs silently), not the network.
+        aq = run.table("aq_listener")
+        overflowed = aq[(aq["laddr"] == raddr) & (aq["lport"] == port) & (aq["full_events"] > 0)]
+        if cause == "syn_loss" and not overflowed.empty:
+            cause = "syn_loss_accept_queue"
         cause_ev: dict[str, Any] = {
             "direction": f"{laddr} -> {raddr}:{port}" if not local else f"{laddr}:{port} -> {raddr}"
         }
+        if cause == "syn_loss_accept_queue":
+            cause_ev["listener_full_intervals"] = len(overflowed)
         if lab.get("lab") == "retransmit":
             cause_ev["lab_injected_loss_pct"] = lab.get("loss_pct")
             cause_ev["lab_injected_syn_loss_pct"] = lab.get("syn_loss_pct")

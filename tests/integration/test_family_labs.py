@@ -1,0 +1,116 @@
+"""Retransmit, TIME_WAIT and epoll labs with real bpftrace, real servers and real load."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis.rules import retransmits, time_wait
+from analysis.rules.epoll import epoll_sweep
+from analysis.run import Run
+from tests.conftest import ROOT, leftovers
+
+pytestmark = pytest.mark.integration
+
+
+def run_lab(lab: str, variant: str, out: Path, timeout: int = 240, **env: str) -> Run:
+    r = subprocess.run(
+        [str(ROOT / "scripts" / "lab"), lab, variant, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not leftovers(f"tq-{lab}"), leftovers(f"tq-{lab}")
+    return Run.open(out)
+
+
+def findings(run: Run, kind: str | None = None) -> list[dict]:
+    v = json.loads((run.path / "verdicts.json").read_text())
+    return [f for f in v["findings"] if kind is None or f["kind"] == kind]
+
+
+@pytest.mark.parametrize("variant", ["loss1", "loss5", "synloss"])
+def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, variant: str) -> None:
+    run = run_lab("retransmit", variant, tmp_path / variant)
+    client = run.lab["client"]["netns_inode"]
+    rec = retransmits.reconcile(run, client)
+    assert rec["kernel_retrans_segs"] > 20
+    # Within 1 % (at least one segment), plus the events the kernel says it did not
+    # run the probe for (recursion misses, read from the probe's programs).
+    misses = rec["probe_recursion_misses"]
+    assert misses is not None
+    tol = max(1, 0.01 * rec["kernel_retrans_segs"]) + misses
+    assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= tol, rec
+    tol_syn = max(1, 0.01 * rec["kernel_syn_retrans"]) + misses
+    assert abs(rec["probe_syn_retrans"] - rec["kernel_syn_retrans"]) <= tol_syn, rec
+    (f,) = findings(run, "retransmit_storm")
+    assert f["status"] == "confirmed"
+    assert f["cause_class"] == ("syn_loss" if variant == "synloss" else "data_loss")
+
+
+def test_no_loss_no_finding(kernel, tmp_path: Path) -> None:
+    run = run_lab("retransmit", "loss0", tmp_path / "loss0")
+    assert findings(run) == []
+
+
+def test_time_wait_exhaust_vs_reuse_vs_keepalive(kernel, tmp_path: Path) -> None:
+    def eaddrnotavail(run: Run) -> tuple[int, int]:
+        c = run.table("tw_connect")
+        probe = int(c.loc[c["errno"] == time_wait.EADDRNOTAVAIL, "calls"].sum())
+        client = int((run.table("connects")["errno"] == "EADDRNOTAVAIL").sum())
+        return probe, client
+
+    exhaust = run_lab("time-wait", "exhaust", tmp_path / "exhaust")
+    probe, client = eaddrnotavail(exhaust)
+    assert probe > 0 and client > 0
+    (f,) = findings(exhaust, "time_wait_exhaustion")
+    assert f["status"] == "confirmed"
+    for variant in ("reuse", "keepalive"):
+        run = run_lab("time-wait", variant, tmp_path / variant)
+        assert eaddrnotavail(run) == (0, 0), variant
+        assert findings(run) == [], variant
+
+
+def test_lower_fin_timeout_does_not_shorten_time_wait(kernel, tmp_path: Path) -> None:
+    run = run_lab("time-wait", "fin-timeout", tmp_path / "fin")
+    ns = run.lab["client"]["netns_inode"]
+    assert run.sysctl(ns, "net.ipv4.tcp_fin_timeout") == "5"
+    length = time_wait.observed_time_wait_length(run, ns, "198.18.0.1", 8080)
+    assert length is not None and 57 <= length <= 63, length
+
+
+def test_littles_law_in_steady_state(kernel, tmp_path: Path) -> None:
+    """TIME_WAIT levels at active-close rate x 60 s once the load has run longer than 60 s."""
+    run = run_lab("time-wait", "steady", tmp_path / "steady", timeout=400)
+    ns = run.lab["client"]["netns_inode"]
+    ll = time_wait.littles_law(run, ns, "198.18.0.1", 8080)
+    closes = run.table("tw_close")
+    closes = closes[(closes["netns"] == ns) & (closes["active_closes"] > 0)]
+    first, last = float(closes["time_s"].min()), float(closes["time_s"].max())
+    steady = ll[(ll.index >= first + 62) & (ll.index <= last - 1)]
+    assert len(steady) >= 3, "the load must run past 60 s"
+    rate = int(closes["active_closes"].sum()) / (last - first + 1)
+    expected = rate * time_wait.TIME_WAIT_S
+    for measured in steady["measured"]:
+        assert abs(measured - expected) <= 0.10 * expected, (measured, expected)
+
+
+def test_epoll_busy_idle_and_sweep(kernel, tmp_path: Path) -> None:
+    busy = run_lab("epoll", "busy", tmp_path / "busy")
+    (f,) = findings(busy, "event_loop_saturation")
+    assert f["subject"]["comm"] == "httpserver"
+    idle = run_lab("epoll", "idle", tmp_path / "idle")
+    assert findings(idle) == []
+    sweep = run_lab("epoll", "sweep", tmp_path / "sweep", timeout=400)
+    table = epoll_sweep(sweep)
+    assert list(table["idle_conns"]) == [10, 1000, 5000, 10000]
+    costs = table["ns_per_nonblocking_poll"].astype(float)
+    # 1000x the registered fds: a linear scan would cost ~1000x; epoll's ready list does not.
+    assert costs.iloc[-1] / costs.iloc[0] < 3, table.to_string()
+    assert "epoll_sweep" in json.loads((sweep.path / "verdicts.json").read_text())["measurements"]
