@@ -83,6 +83,13 @@ def markdown(run: Run, findings: list[Finding], figures: list[tuple[str, Path]],
         + ", ".join(f"{k} ({v.get('tier')} tier, {v.get('status')})" for k, v in m.get("probes", {}).items()),
         "- Namespaces sampled: " + ", ".join(f"{n['label']} ({n['inode']})" for n in m.get("netns", [])),
     ]
+    missed = {k: v.get("recursion_misses") for k, v in m.get("probes", {}).items() if v.get("recursion_misses")}
+    if missed:
+        lines.append(
+            "- Events the kernel did not run a probe for (recursion misses: another BPF program was running on "
+            "that CPU): " + ", ".join(f"{k} {v}" for k, v in missed.items()) + ". Counts from those probes can "
+            "be low by up to that many; fewer probes at once means fewer misses."
+        )
     if lab:
         lines.append(f"- Lab: {lab.get('lab')} / {lab.get('variant')}: {lab.get('summary')}")
     lines += ["", "## Findings", ""]

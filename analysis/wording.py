@@ -24,7 +24,7 @@ CAUSE_NAMES = {
     "capacity": "arrivals outran the accept path (capacity)",
     "data_loss": "data segments lost on the path (data_loss)",
     "syn_loss": "connection attempts lost (syn_loss)",
-    "syn_loss_accept_queue": "SYNs dropped by a full accept queue at the server",
+    "remote_accept_queue_full": "packets dropped by a full accept queue at the server",
     "short_connections_client_closes": "short connections closed first by this side",
     "loop_saturated": "the loop always finds work ready",
 }
@@ -111,11 +111,12 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
     ("retransmit_storm", "cause", "syn_loss"): (
         "Cause: connection attempts {direction} lose their SYN (or SYN-ACK) and wait for a retry{lab_text}."
     ),
-    ("retransmit_storm", "cause", "syn_loss_accept_queue"): (
+    ("retransmit_storm", "cause", "remote_accept_queue_full"): (
         "Cause: the server's accept queue on {direction} was full in {listener_full_intervals} interval(s): a full "
-        "queue drops SYNs silently, and these are the client's retries (see accept_queue_overflow)."
+        "queue silently drops SYNs and final ACKs (with the data on them); these are the client's retries "
+        "(see accept_queue_overflow)."
     ),
-    ("retransmit_storm", "fix", "syn_loss_accept_queue"): (
+    ("retransmit_storm", "fix", "remote_accept_queue_full"): (
         "Fix: the accept-queue finding's fix; the network is not at fault."
     ),
     ("retransmit_storm", "fix", "data_loss"): (

@@ -100,7 +100,7 @@ def test_report_writes_verdicts_markdown_and_pngs(copy_fixture) -> None:
     # The clients' SYN retries are a consequence, and the retransmit finding says so.
     for f in verdicts["findings"]:
         if f["kind"] == "retransmit_storm":
-            assert f["cause_class"] == "syn_loss_accept_queue"
+            assert f["cause_class"] == "remote_accept_queue_full"
     assert finding["kind"] == "accept_queue_overflow" and finding["subject"]["lport"] == 8080
     text = report.read_text()
     for link in CHAIN_ORDER:

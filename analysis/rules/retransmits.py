@@ -141,16 +141,17 @@ def evaluate(run: Run) -> list[Finding]:
             **rec,
         }
         cause = "syn_loss" if data < syn else "data_loss"
-        # SYNs toward a listener whose accept queue overflowed: the drops are that
-        # overflow (a full queue drops SYNs silently), not the network.
+        # Retransmits toward a listener whose accept queue overflowed: a full queue
+        # drops SYNs and the final ACK (with any data riding on it) silently, so
+        # the drops are that overflow, not the network.
         aq = run.table("aq_listener")
         overflowed = aq[(aq["laddr"] == raddr) & (aq["lport"] == port) & (aq["full_events"] > 0)]
-        if cause == "syn_loss" and not overflowed.empty:
-            cause = "syn_loss_accept_queue"
+        if not overflowed.empty:
+            cause = "remote_accept_queue_full"
         cause_ev: dict[str, Any] = {
             "direction": f"{laddr} -> {raddr}:{port}" if not local else f"{laddr}:{port} -> {raddr}"
         }
-        if cause == "syn_loss_accept_queue":
+        if cause == "remote_accept_queue_full":
             cause_ev["listener_full_intervals"] = len(overflowed)
         if lab.get("lab") == "retransmit":
             cause_ev["lab_injected_loss_pct"] = lab.get("loss_pct")

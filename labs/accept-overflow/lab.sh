@@ -15,6 +15,11 @@
 #   healthy  ample backlog, fast accept: must produce no overflow finding.
 
 LAB_VARIANTS=(sizing stall healthy)
+# Probes this lab loads (scripts/capture records all four by default). Fewer
+# probes, fewer recursion misses: the kernel skips a tracepoint program while
+# another BPF program runs on the same CPU, and the epoll probe runs on every
+# epoll call. CAPTURE_PROBES overrides.
+LAB_PROBES=accept_queue,retransmits
 LAB_BINARIES=(aqserver connload)
 LAB_PORT=8080
 

@@ -13,6 +13,11 @@
 #          the registered fds (the seed's "linear scan") or the ready events?
 
 LAB_VARIANTS=(busy idle sweep)
+# Probes this lab loads (scripts/capture records all four by default). Fewer
+# probes, fewer recursion misses: the kernel skips a tracepoint program while
+# another BPF program runs on the same CPU, and the epoll probe runs on every
+# epoll call. CAPTURE_PROBES overrides.
+LAB_PROBES=epoll,accept_queue
 LAB_BINARIES=(httpserver connhold)
 LAB_PORT=8080
 
@@ -21,7 +26,7 @@ lab_describe() {
 epoll variants (environment overrides in brackets):
   busy   GOMAXPROCS=1, 1ms work per request [WORK], wrk -c32 [CONNS] for 6s [LOAD_SECONDS]
   idle   no load for 6s
-  sweep  wrk -c8 for 4s [LOAD_SECONDS] per phase, idle connections: 10 1000 5000 10000 [IDLE_LIST]
+  sweep  wrk -c8 for 3s [LOAD_SECONDS] per phase, idle connections: 10 1000 5000 10000 [IDLE_LIST]
 TEXT
 }
 
@@ -31,7 +36,7 @@ lab_params() {
 	case $1 in
 	busy) WORK=${want_work:-1ms} CONNS=${want_conns:-32} GOMAXPROCS_SRV=1 LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
 	idle) LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
-	sweep) LOAD_SECONDS=${LOAD_SECONDS:-4} IDLE_LIST=${IDLE_LIST:-10 1000 5000 10000} ;;
+	sweep) LOAD_SECONDS=${LOAD_SECONDS:-3} IDLE_LIST=${IDLE_LIST:-10 1000 5000 10000} ;;
 	esac
 	LAB_SUMMARY="Go net/http${GOMAXPROCS_SRV:+ (GOMAXPROCS=$GOMAXPROCS_SRV)}, work $WORK/request, "
 	case $1 in

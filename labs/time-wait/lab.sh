@@ -14,10 +14,15 @@
 #   keepalive   the same load as requests over few long connections
 #   fin-timeout tcp_fin_timeout=5, 150 connections, then 12 s of watching:
 #               TIME_WAIT timers still count down from 60 s
-#   steady      wide port range, 50 conn/s for 70 s: TIME_WAIT levels at
+#   steady      wide port range, 50 conn/s for 66 s: TIME_WAIT levels at
 #               rate x 60 s (Little's law)
 
 LAB_VARIANTS=(exhaust reuse keepalive fin-timeout steady)
+# Probes this lab loads (scripts/capture records all four by default). Fewer
+# probes, fewer recursion misses: the kernel skips a tracepoint program while
+# another BPF program runs on the same CPU, and the epoll probe runs on every
+# epoll call. CAPTURE_PROBES overrides.
+LAB_PROBES=time_wait,retransmits,accept_queue
 LAB_BINARIES=(aqserver connload)
 LAB_PORT=8080
 
@@ -28,7 +33,7 @@ time-wait variants (environment overrides in brackets):
   reuse        the same with tcp_tw_reuse=1
   keepalive    2 conn/s, 50 requests each 20 ms apart (100 req/s), ports 40000-40199
   fin-timeout  tcp_fin_timeout=5, default ports, 50 conn/s for 3s, then 12s [HOLD_SECONDS] of sampling
-  steady       default ports, 50 conn/s for 70s: TIME_WAIT plateaus at 50 x 60 = 3000
+  steady       default ports, 50 conn/s for 66s: TIME_WAIT plateaus at 50 x 60 = 3000
 TEXT
 }
 
@@ -44,7 +49,7 @@ lab_params() {
 		RATE=${RATE:-50} LOAD_SECONDS=${LOAD_SECONDS:-3} FIN_TIMEOUT=5 HOLD_SECONDS=${want_hold:-12}
 		PORT_RANGE="32768 60999"
 		;;
-	steady) RATE=${RATE:-50} LOAD_SECONDS=${LOAD_SECONDS:-70} PORT_RANGE="32768 60999" ;;
+	steady) RATE=${RATE:-50} LOAD_SECONDS=${LOAD_SECONDS:-66} PORT_RANGE="32768 60999" ;;
 	esac
 	LAB_SUMMARY="client ports ${PORT_RANGE/ /-}, tcp_tw_reuse=$TW_REUSE${FIN_TIMEOUT:+, tcp_fin_timeout=$FIN_TIMEOUT}, $RATE conn/s for ${LOAD_SECONDS}s, $REQS request(s) per connection"
 	LAB_MAX_SECONDS=$((LOAD_SECONDS + HOLD_SECONDS + 120))

@@ -46,15 +46,25 @@ def reconcile(run: Run) -> None:
     rows = lab_listener_rows(run)
     passive = run.counter_deltas(run.lab["server"]["netns_inode"], ["PassiveOpens"])["PassiveOpens"].sum()
     enqueued = int(rows["enqueues"].sum())
-    # Increments on a plain map can collide when two CPUs queue at once (probe header).
-    assert abs(enqueued - passive) <= max(3, 0.03 * passive), (enqueued, passive)
+    # Increments on a plain map can collide when two CPUs queue at once (probe
+    # header), and the kernel skips the probe while another BPF program runs on
+    # the CPU (recursion misses, recorded per probe in metadata.json).
+    misses = run.metadata["probes"]["accept_queue"]["recursion_misses"]
+    assert abs(enqueued - passive) <= max(3, 0.03 * passive) + misses, (enqueued, passive, misses)
     server_accepted = run.lab["server"]["stats"]["accepted"]
     assert int(rows["accepted"].sum()) == pytest.approx(server_accepted, rel=0.01, abs=2)
 
 
+@pytest.fixture(scope="module")
+def sizing_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One sizing run shared by the tests that need it (CI time)."""
+    return run_lab("sizing", tmp_path_factory.mktemp("aq") / "sizing")
+
+
 @pytest.mark.parametrize(("variant", "cause"), [("sizing", "sizing"), ("stall", "stall")])
-def test_faulty_variants_are_confirmed(kernel, tmp_path: Path, variant: str, cause: str) -> None:
-    run = Run.open(run_lab(variant, tmp_path / variant))
+def test_faulty_variants_are_confirmed(kernel, request, tmp_path: Path, variant: str, cause: str) -> None:
+    path = request.getfixturevalue("sizing_run") if variant == "sizing" else run_lab(variant, tmp_path / variant)
+    run = Run.open(path)
     assert run.metadata["complete"] is True
     assert run.metadata["probes"]["accept_queue"]["tier"] == "tracepoint"
     rows = lab_listener_rows(run)
@@ -64,8 +74,12 @@ def test_faulty_variants_are_confirmed(kernel, tmp_path: Path, variant: str, cau
     assert overflows(run) > 0
     reconcile(run)
     verdicts = json.loads((run.path / "verdicts.json").read_text())
-    (f,) = verdicts["findings"]
-    assert f["kind"] == "accept_queue_overflow" and f["status"] == "confirmed"
+    (f,) = [x for x in verdicts["findings"] if x["kind"] == "accept_queue_overflow"]
+    assert f["status"] == "confirmed"
+    # The clients' SYN retries are reported as a consequence of the overflow, not as network loss.
+    assert all(
+        x["cause_class"] == "remote_accept_queue_full" for x in verdicts["findings"] if x["kind"] == "retransmit_storm"
+    )
     assert f["subject"]["lport"] == run.lab["server"]["port"] == 8080
     assert f["subject"]["netns"] == run.lab["server"]["netns_inode"]
     assert f["cause_class"] == cause
@@ -82,10 +96,14 @@ def test_healthy_has_no_overflow_finding(kernel, tmp_path: Path) -> None:
     assert verdicts["findings"] == []
 
 
-def test_the_suggested_fix_verifies(kernel, tmp_path: Path) -> None:
+def test_the_suggested_fix_verifies(kernel, sizing_run: Path, tmp_path: Path) -> None:
     """sizing with the backlog the chain suggests: the overflow is gone."""
-    first = Run.open(run_lab("sizing", tmp_path / "before"))
-    (f,) = json.loads((first.path / "verdicts.json").read_text())["findings"]
+    first = Run.open(sizing_run)
+    (f,) = [
+        x
+        for x in json.loads((first.path / "verdicts.json").read_text())["findings"]
+        if x["kind"] == "accept_queue_overflow"
+    ]
     fix = next(link for link in f["chain"] if link["link"] == "fix")["evidence"]
     after = Run.open(run_lab("sizing", tmp_path / "after", BACKLOG=str(fix["backlog_suggested"])))
     assert overflows(after) == 0
