@@ -85,6 +85,23 @@ _NETNS = Col(
     NONNEG,
 )
 
+# Probe rows keyed by endpoint: the service port is the lower of the two ports,
+# so one client's many ephemeral ports fold into one key.
+_ENDPOINT_KEY = (
+    _PROBE_TIME,
+    _NETNS,
+    Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+    Col("laddr", STR, "local address"),
+    Col("raddr", STR, "remote address"),
+    Col("service_port", INT, "the lower of the two ports (the server's, as a rule)", PORT),
+    Col(
+        "service_local",
+        INT,
+        "1 if the service port is local (we are the server), 0 if remote",
+        (pa.Check.isin([0, 1]),),
+    ),
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -163,18 +180,7 @@ TABLES: dict[str, Table] = {
             "Per interval, per (namespace, local address, remote address, service port) with retransmits. "
             "The service port is the lower of the two ports, so one client's ephemeral ports fold into one row.",
             (
-                _PROBE_TIME,
-                _NETNS,
-                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
-                Col("laddr", STR, "local address"),
-                Col("raddr", STR, "remote address"),
-                Col("service_port", INT, "the lower of the two ports (the server's, as a rule)", PORT),
-                Col(
-                    "service_local",
-                    INT,
-                    "1 if the service port is local (we are the server), 0 if remote",
-                    (pa.Check.isin([0, 1]),),
-                ),
+                *_ENDPOINT_KEY,
                 _count("data_segs", "data segments retransmitted (gso_segs summed; what TcpRetransSegs adds)"),
                 _count("data_events", "retransmit events for them (one event can carry many segments)"),
                 _count("syn_segs", "SYN retransmits (socket in SYN_SENT)"),
@@ -205,18 +211,7 @@ TABLES: dict[str, Table] = {
             1,
             "Per interval, per (namespace, local address, remote address, service port) with TCP closes.",
             (
-                _PROBE_TIME,
-                _NETNS,
-                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
-                Col("laddr", STR, "local address"),
-                Col("raddr", STR, "remote address"),
-                Col("service_port", INT, "the lower of the two ports (the server's, as a rule)", PORT),
-                Col(
-                    "service_local",
-                    INT,
-                    "1 if the service port is local (we are the server), 0 if remote",
-                    (pa.Check.isin([0, 1]),),
-                ),
+                *_ENDPOINT_KEY,
                 _count("active_closes", "ESTABLISHED -> FIN_WAIT1: this side closed first and will hold TIME_WAIT"),
                 _count("passive_closes", "ESTABLISHED -> CLOSE_WAIT: the peer closed first"),
                 _count("life_lt_1ms", "connections that lived < 1 ms (ESTABLISHED to CLOSE)"),

@@ -37,6 +37,12 @@ def port_range(run: Run, netns: int) -> tuple[int, int] | None:
     return lo, hi
 
 
+def client_closes(run: Run, netns: int, raddr: str, port: int) -> pd.DataFrame:
+    """tw_close rows of this side acting as the client of raddr:port."""
+    c = run.table("tw_close")
+    return c[(c["netns"] == netns) & (c["raddr"] == raddr) & (c["service_port"] == port) & (c["service_local"] == 0)]
+
+
 def tw_series(run: Run, netns: int, raddr: str, port: int) -> pd.Series:
     """TIME_WAIT sockets toward (raddr, port) per sample, client side; 0 where ss listed none."""
     tw = run.table("tw_sockets")
@@ -52,13 +58,7 @@ def tw_series(run: Run, netns: int, raddr: str, port: int) -> pd.Series:
 def littles_law(run: Run, netns: int, raddr: str, port: int) -> pd.DataFrame:
     """Per sample: measured TIME_WAIT vs active closes in the preceding 60 s (what Little's law predicts)."""
     measured = tw_series(run, netns, raddr, port)
-    closes = run.table("tw_close")
-    closes = closes[
-        (closes["netns"] == netns)
-        & (closes["raddr"] == raddr)
-        & (closes["service_port"] == port)
-        & (closes["service_local"] == 0)
-    ]
+    closes = client_closes(run, netns, raddr, port)
     by_t = closes.groupby("time_s")["active_closes"].sum()
     times = by_t.index.to_numpy(dtype=float)
     vals = by_t.to_numpy(dtype=float)
@@ -72,13 +72,8 @@ def observed_time_wait_length(run: Run, netns: int, raddr: str, port: int) -> fl
     """How long TIME_WAIT lasts here, from the timers ss shows. Until the first
     TIME_WAIT socket expires, the oldest one dates from the first active close,
     so age + its time left = the length. Median over those samples."""
-    closes = run.table("tw_close")
-    closes = closes[
-        (closes["netns"] == netns)
-        & (closes["raddr"] == raddr)
-        & (closes["service_port"] == port)
-        & (closes["active_closes"] > 0)
-    ]
+    closes = client_closes(run, netns, raddr, port)
+    closes = closes[closes["active_closes"] > 0]
     tw = run.table("tw_sockets")
     tw = tw[(tw["netns"] == netns) & (tw["raddr"] == raddr) & (tw["service_port"] == port) & tw["timer_min_s"].notna()]
     if closes.empty or tw.empty:
@@ -127,13 +122,7 @@ def evaluate(run: Run) -> list[Finding]:
         if not near_full and eaddr_calls == 0:
             out.append(Finding(KIND, "absent", subject, chain=[Link("counter", "ports_free", counter_ev)]))
             continue
-        closes = run.table("tw_close")
-        mine = closes[
-            (closes["netns"] == netns)
-            & (closes["raddr"] == raddr)
-            & (closes["service_port"] == port)
-            & (closes["service_local"] == 0)
-        ]
+        mine = client_closes(run, netns, raddr, port)
         active, passive = int(mine["active_closes"].sum()), int(mine["passive_closes"].sum())
         lives = mine[LIFE_COLS].sum()
         n_life = int(lives.sum())

@@ -7,18 +7,18 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"net"
 	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"tcpqueues/labs/internal/labutil"
 )
 
 const (
@@ -68,9 +68,7 @@ func main() {
 
 	cfg, err := parseFlags()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "aqserver: %v\n", err)
-		flag.Usage()
-		os.Exit(2)
+		labutil.ExitUsage("aqserver", err)
 	}
 	if err := run(cfg); err != nil {
 		log.Print(err)
@@ -89,14 +87,10 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.readyFile, "ready-file", "", "after listen succeeds, atomically write the listener address to this `path`")
 	flag.StringVar(&cfg.statsFile, "stats", "", "at exit, write JSON stats (counts, stall wall-clock intervals) to this `path`")
 	flag.BoolVar(&cfg.waitClose, "wait-close", false, "answer every request line until the client closes, then close (client becomes the active closer and holds TIME_WAIT); default: close right after the first reply")
-	flag.Usage = func() {
-		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "Usage: aqserver -listen ADDR [flags]\n\n")
-		fmt.Fprintf(out, "TCP server with a settable listen backlog and accept behaviour, for\n")
-		fmt.Fprintf(out, "reproducing accept-queue overflow. Each connection: read one line, reply \"ok\\n\", close.\n")
-		fmt.Fprintf(out, "With -wait-close: reply \"ok\\n\" to every line until the client closes, then close.\n\n")
-		flag.PrintDefaults()
-	}
+	labutil.SetUsage("Usage: aqserver -listen ADDR [flags]\n\n" +
+		"TCP server with a settable listen backlog and accept behaviour, for\n" +
+		"reproducing accept-queue overflow. Each connection: read one line, reply \"ok\\n\", close.\n" +
+		"With -wait-close: reply \"ok\\n\" to every line until the client closes, then close.\n\n")
 	flag.Parse()
 
 	switch {
@@ -113,7 +107,7 @@ func parseFlags() (config, error) {
 }
 
 func run(cfg config) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := labutil.SignalContext()
 	defer stop()
 
 	ln, err := listen(cfg.listen, cfg.backlog)
@@ -127,11 +121,9 @@ func run(cfg config) error {
 	log.Printf("listening on %s backlog=%d accept-delay=%s stall-at=%s stall-for=%s wait-close=%t",
 		addr, cfg.backlog, cfg.acceptDelay, cfg.stallAt, cfg.stallFor, cfg.waitClose)
 
-	if cfg.readyFile != "" {
-		if err := writeFileAtomic(cfg.readyFile, []byte(addr+"\n")); err != nil {
-			ln.Close()
-			return fmt.Errorf("ready file: %w", err)
-		}
+	if err := labutil.WriteReadyFile(cfg.readyFile, addr); err != nil {
+		ln.Close()
+		return err
 	}
 
 	if cfg.duration > 0 {
@@ -169,16 +161,7 @@ func run(cfg config) error {
 		st.Stalls = []stall{}
 	}
 	log.Printf("exiting: accepted=%d handled=%d requests=%d stalls=%d", st.Accepted, st.Handled, st.Requests, len(st.Stalls))
-	if cfg.statsFile != "" {
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(cfg.statsFile, append(b, '\n')); err != nil {
-			return fmt.Errorf("stats file: %w", err)
-		}
-	}
-	return nil
+	return labutil.WriteStatsFile(cfg.statsFile, st)
 }
 
 type server struct {
@@ -374,14 +357,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// writeFileAtomic writes via a temporary file and rename, so a watcher never
-// observes a partially written file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -12,7 +12,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"tcpqueues/labs/internal/labutil"
 )
 
 // fdReserve is the headroom kept above -conns for stdio, the runtime's own
@@ -39,9 +40,7 @@ type config struct {
 func main() {
 	cfg, err := parseFlags()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "connhold: %v\n", err)
-		flag.Usage()
-		os.Exit(2)
+		labutil.ExitUsage("connhold", err)
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "connhold: %v\n", err)
@@ -57,15 +56,11 @@ func parseFlags() (config, error) {
 	flag.Float64Var(&cfg.rate, "rate", 2000, "connections opened per second while ramping up")
 	flag.StringVar(&cfg.readyFile, "ready-file", "", "once every connect attempt has finished, atomically write the number connected to this `path`")
 	flag.DurationVar(&cfg.connectTimeout, "connect-timeout", 3*time.Second, "dial timeout per connection")
-	flag.Usage = func() {
-		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "Usage: connhold -target ADDR [flags]\n\n")
-		fmt.Fprintf(out, "Opens -conns TCP connections at -rate per second, sends nothing, holds them for\n")
-		fmt.Fprintf(out, "-hold (or until SIGINT/SIGTERM), then closes them all. Failed connections are\n")
-		fmt.Fprintf(out, "counted, not retried. One client IP can hold at most as many connections to one\n")
-		fmt.Fprintf(out, "addr:port as net.ipv4.ip_local_port_range has ports.\n\n")
-		flag.PrintDefaults()
-	}
+	labutil.SetUsage("Usage: connhold -target ADDR [flags]\n\n" +
+		"Opens -conns TCP connections at -rate per second, sends nothing, holds them for\n" +
+		"-hold (or until SIGINT/SIGTERM), then closes them all. Failed connections are\n" +
+		"counted, not retried. One client IP can hold at most as many connections to one\n" +
+		"addr:port as net.ipv4.ip_local_port_range has ports.\n\n")
 	flag.Parse()
 
 	switch {
@@ -148,7 +143,7 @@ func run(cfg config) error {
 
 	// SIGINT/SIGTERM cut both the ramp-up and the hold short; the
 	// connections are still closed in an orderly way and the tally printed.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := labutil.SignalContext()
 	defer stop()
 
 	// KeepAlive < 0 turns off the TCP keepalive the Go dialer enables by
@@ -221,11 +216,9 @@ ramp:
 	if ctx.Err() == nil {
 		// Written even when some attempts failed: a driver waits on this
 		// file, and the count it contains tells it how many are really held.
-		if cfg.readyFile != "" {
-			if err := writeFileAtomic(cfg.readyFile, []byte(strconv.FormatInt(held, 10)+"\n")); err != nil {
-				closeAll(conns)
-				return fmt.Errorf("ready file: %w", err)
-			}
+		if err := labutil.WriteReadyFile(cfg.readyFile, strconv.FormatInt(held, 10)); err != nil {
+			closeAll(conns)
+			return err
 		}
 		fmt.Fprintf(os.Stderr, "connhold: holding %d connections for %s\n", held, cfg.hold)
 		t := time.NewTimer(cfg.hold)
@@ -269,13 +262,9 @@ func failReason(ctx context.Context, err error) string {
 		return "interrupted"
 	case errors.As(err, &errno):
 		return errnoName(errno)
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case labutil.IsTimeout(err):
 		return "timeout"
 	default:
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return "timeout"
-		}
 		return "other"
 	}
 }
@@ -335,14 +324,4 @@ func closeAll(conns []net.Conn) {
 			c.Close()
 		}
 	}
-}
-
-// writeFileAtomic writes via a temporary file and rename, so a watcher never
-// observes a partially written file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

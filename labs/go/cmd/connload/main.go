@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"tcpqueues/labs/internal/labutil"
 )
 
 type config struct {
@@ -66,9 +66,7 @@ type record struct {
 func main() {
 	cfg, err := parseFlags()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "connload: %v\n", err)
-		flag.Usage()
-		os.Exit(2)
+		labutil.ExitUsage("connload", err)
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "connload: %v\n", err)
@@ -91,14 +89,10 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.source, "source", "", "local `IP` to bind before connecting (optional)")
 	flag.IntVar(&cfg.reqsPerConn, "reqs-per-conn", 1, "request lines sent one after another on each connection, each waiting for its reply (keep-alive style)")
 	flag.DurationVar(&cfg.reqInterval, "req-interval", 0, "pause between consecutive requests on one connection")
-	flag.Usage = func() {
-		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "Usage: connload -target ADDR -out PATH [flags]\n\n")
-		fmt.Fprintf(out, "Connection load generator. Each attempt dials, then -reqs-per-conn times sends\n")
-		fmt.Fprintf(out, "\"ping\\n\" and reads one reply line, and closes; every attempt becomes one CSV row:\n")
-		fmt.Fprintf(out, "  %s\n\n", csvHeader)
-		flag.PrintDefaults()
-	}
+	labutil.SetUsage("Usage: connload -target ADDR -out PATH [flags]\n\n" +
+		"Connection load generator. Each attempt dials, then -reqs-per-conn times sends\n" +
+		"\"ping\\n\" and reads one reply line, and closes; every attempt becomes one CSV row:\n" +
+		"  " + csvHeader + "\n\n")
 	flag.Parse()
 
 	switch {
@@ -164,7 +158,7 @@ func run(cfg config) error {
 
 	// SIGINT/SIGTERM only stop new starts: in-flight attempts are bounded by
 	// the timeouts and their rows are still worth writing.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := labutil.SignalContext()
 	defer stop()
 
 	total, offset := plan(cfg)
@@ -290,7 +284,7 @@ func attempt(dialer *net.Dialer, cfg config, start time.Time, rec *record) {
 // same exhaustion is reported by bind(2) as EADDRINUSE instead.
 func dialResult(err error) string {
 	switch {
-	case isTimeout(err):
+	case labutil.IsTimeout(err):
 		return resConnectTimeout
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return resConnectRefused
@@ -303,19 +297,11 @@ func ioResult(err error) string {
 	switch {
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return resReset
-	case isTimeout(err):
+	case labutil.IsTimeout(err):
 		return resIOTimeout
 	default:
 		return resIOError
 	}
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.ETIMEDOUT) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // errnoNames covers what TCP clients realistically hit; anything else is

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,11 +14,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"tcpqueues/labs/internal/labutil"
 )
 
 const (
@@ -56,9 +55,7 @@ func main() {
 
 	cfg, err := parseFlags()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "httpserver: %v\n", err)
-		flag.Usage()
-		os.Exit(2)
+		labutil.ExitUsage("httpserver", err)
 	}
 	if err := run(cfg); err != nil {
 		log.Print(err)
@@ -74,14 +71,10 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.readyFile, "ready-file", "", "after listen succeeds, atomically write the listener address to this `path`")
 	flag.StringVar(&cfg.statsFile, "stats", "", "at exit, write JSON stats ({\"requests\": n}) to this `path`")
 	flag.DurationVar(&cfg.headerTimeout, "header-timeout", readHeaderTimeout, "how long a connection may stay silent before its request header (and idle between requests)")
-	flag.Usage = func() {
-		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "Usage: httpserver -listen ADDR [flags]\n\n")
-		fmt.Fprintf(out, "Minimal HTTP server: GET / answers \"hello\\n\" after -work of CPU spinning.\n")
-		fmt.Fprintf(out, "Parallelism follows GOMAXPROCS (default: the CPU count); set GOMAXPROCS=1\n")
-		fmt.Fprintf(out, "to model a single-threaded event loop.\n\n")
-		flag.PrintDefaults()
-	}
+	labutil.SetUsage("Usage: httpserver -listen ADDR [flags]\n\n" +
+		"Minimal HTTP server: GET / answers \"hello\\n\" after -work of CPU spinning.\n" +
+		"Parallelism follows GOMAXPROCS (default: the CPU count); set GOMAXPROCS=1\n" +
+		"to model a single-threaded event loop.\n\n")
 	flag.Parse()
 
 	switch {
@@ -96,7 +89,7 @@ func parseFlags() (config, error) {
 }
 
 func run(cfg config) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := labutil.SignalContext()
 	defer stop()
 
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -123,11 +116,9 @@ func run(cfg config) error {
 		ErrorLog:          log.Default(),
 	}
 
-	if cfg.readyFile != "" {
-		if err := writeFileAtomic(cfg.readyFile, []byte(addr+"\n")); err != nil {
-			ln.Close()
-			return fmt.Errorf("ready file: %w", err)
-		}
+	if err := labutil.WriteReadyFile(cfg.readyFile, addr); err != nil {
+		ln.Close()
+		return err
 	}
 
 	if cfg.duration > 0 {
@@ -158,16 +149,7 @@ func run(cfg config) error {
 
 	st := stats{Requests: requests.Load()}
 	log.Printf("exiting: requests=%d", st.Requests)
-	if cfg.statsFile != "" {
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(cfg.statsFile, append(b, '\n')); err != nil {
-			return fmt.Errorf("stats file: %w", err)
-		}
-	}
-	return nil
+	return labutil.WriteStatsFile(cfg.statsFile, st)
 }
 
 // spin keeps the CPU busy for d instead of sleeping: a sleeping handler
@@ -178,14 +160,4 @@ func spin(d time.Duration) {
 	}
 	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
-}
-
-// writeFileAtomic writes via a temporary file and rename, so a watcher never
-// observes a partially written file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

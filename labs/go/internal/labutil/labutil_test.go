@@ -1,0 +1,99 @@
+package labutil
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Lab scripts read the ready file as one line and must never find the
+// temporary file left behind.
+func TestWriteReadyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ready")
+	if err := WriteReadyFile(path, "127.0.0.1:8080"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "127.0.0.1:8080\n" {
+		t.Errorf("got %q", got)
+	}
+	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary file left behind: %v", err)
+	}
+}
+
+func TestWriteReadyFileEmptyPath(t *testing.T) {
+	if err := WriteReadyFile("", "x"); err != nil {
+		t.Errorf("empty path: %v", err)
+	}
+}
+
+func TestWriteReadyFileError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing-dir", "ready")
+	err := WriteReadyFile(path, "x")
+	if err == nil || !strings.HasPrefix(err.Error(), "ready file: ") || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("got %v", err)
+	}
+}
+
+// The stats layout (two-space indent, trailing newline) is what the servers
+// have always written; keep it byte for byte.
+func TestWriteStatsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stats.json")
+	v := struct {
+		Requests int64    `json:"requests"`
+		Stalls   []string `json:"stalls"`
+	}{Requests: 3, Stalls: []string{}}
+	if err := WriteStatsFile(path, v); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"requests\": 3,\n  \"stalls\": []\n}\n"
+	if string(got) != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if err := WriteStatsFile("", v); err != nil {
+		t.Errorf("empty path: %v", err)
+	}
+	err = WriteStatsFile(filepath.Join(t.TempDir(), "missing-dir", "stats.json"), v)
+	if err == nil || !strings.HasPrefix(err.Error(), "stats file: ") {
+		t.Errorf("got %v", err)
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestIsTimeout(t *testing.T) {
+	dial := func(err error) error { return &net.OpError{Op: "dial", Net: "tcp", Err: err} }
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{dial(os.ErrDeadlineExceeded), true},
+		{dial(os.NewSyscallError("connect", syscall.ETIMEDOUT)), true},
+		{fmt.Errorf("wrapped: %w", timeoutErr{}), true},
+		{dial(os.NewSyscallError("connect", syscall.ECONNREFUSED)), false},
+		{dial(os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)), false},
+		{errors.New("plain"), false},
+	}
+	for _, tt := range tests {
+		if got := IsTimeout(tt.err); got != tt.want {
+			t.Errorf("IsTimeout(%v) = %t, want %t", tt.err, got, tt.want)
+		}
+	}
+}
