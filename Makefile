@@ -8,6 +8,7 @@ VARIANT   ?=
 DURATION  ?= 30
 INTERVAL  ?= 1
 NETNS     ?=
+PROBES    ?=
 OUT       ?=
 RUN       ?= runs/latest
 PYTEST_ARGS ?=
@@ -16,7 +17,7 @@ PYTEST_ARGS ?=
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS OUT RUN (see README.md)"
+	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN (see README.md)"
 
 setup: ## install apt packages, .venv and Go lab binaries (idempotent)
 	@scripts/setup
@@ -34,9 +35,9 @@ test: setup ## run the whole test suite (unit + integration with real bpftrace)
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 	@scripts/lab $(LAB) $(VARIANT)
 
-capture: setup ## capture: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" OUT=dir
+capture: setup ## capture: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
 	@scripts/capture --duration $(DURATION) --interval $(INTERVAL) \
-		$(foreach n,$(NETNS),--netns $(n)) $(if $(OUT),--out $(OUT))
+		$(foreach n,$(NETNS),--netns $(n)) $(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
 
 report: setup ## (re)write verdicts.json, report.md and plots for RUN (default runs/latest)
 	@$(PY) -m analysis report $(RUN)

@@ -68,7 +68,9 @@ def evaluate(run: Run) -> list[Finding]:
             "wait_share_median_pct": round(100 * float(wait_share[active].median()), 1) if active.any() else None,
         }
         ls = run.table("listeners")
-        ports = sorted({int(p) for p in ls.loc[ls["pid"] == pid, "lport"]})
+        # ss -p names one holder of a shared listening socket (nginx: master or
+        # worker), so a process also owns the listeners held under its name.
+        ports = sorted({int(p) for p in ls.loc[(ls["pid"] == pid) | (ls["comm"] == comm), "lport"]})
         subject = {"pid": int(pid), "comm": comm, "listen_ports": ports}
         # Servers only: a client's loop (a load generator ramping up) is busy by design.
         if not ports:
@@ -91,7 +93,7 @@ def evaluate(run: Run) -> list[Finding]:
             "start_rel_s": round(float(t.min()) - interval - run.start, 1),
             "end_rel_s": round(float(t.max()) - run.start, 1),
         }
-        recvq = ls[(ls["pid"] == pid)]
+        recvq = ls[(ls["pid"] == pid) | (ls["comm"] == comm)]
         counter_ev = {
             "listener_recv_q_max": int(recvq["recv_q"].max()) if not recvq.empty else None,
             "listen_ports": ports,

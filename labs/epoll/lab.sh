@@ -8,11 +8,13 @@
 #   idle   the server with no load: its loop sleeps in epoll_wait (no finding)
 #   busy   GOMAXPROCS=1 (one event-loop thread, like nginx or Redis), 1 ms of CPU
 #          per request, wrk with 32 connections: the loop never waits
+#   nginx  nginx with one worker (a classic single-threaded epoll loop) under
+#          wrk -c64: whether its loop saturates on this machine is measured
 #   sweep  constant wrk load (8 connections) while connhold keeps 10, 1000,
 #          5000, 10000 idle connections registered: does epoll_wait cost follow
 #          the registered fds (the seed's "linear scan") or the ready events?
 
-LAB_VARIANTS=(busy idle sweep)
+LAB_VARIANTS=(busy idle sweep nginx)
 # Probes this lab loads (scripts/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
@@ -27,6 +29,7 @@ epoll variants (environment overrides in brackets):
   busy   GOMAXPROCS=1, 1ms work per request [WORK], wrk -c32 [CONNS] for 6s [LOAD_SECONDS]
   idle   no load for 6s
   sweep  wrk -c8 for 3s [LOAD_SECONDS] per phase, idle connections: 10 1000 5000 10000 [IDLE_LIST]
+  nginx  nginx, worker_processes 1, wrk -c64 [CONNS] for 6s
 TEXT
 }
 
@@ -37,11 +40,15 @@ lab_params() {
 	busy) WORK=${want_work:-1ms} CONNS=${want_conns:-32} GOMAXPROCS_SRV=1 LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
 	idle) LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
 	sweep) LOAD_SECONDS=${LOAD_SECONDS:-3} IDLE_LIST=${IDLE_LIST:-10 1000 5000 10000} ;;
+	nginx) CONNS=${want_conns:-64} LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
 	esac
+	SERVER_COMM=httpserver
+	[[ $1 == nginx ]] && SERVER_COMM=nginx
 	LAB_SUMMARY="Go net/http${GOMAXPROCS_SRV:+ (GOMAXPROCS=$GOMAXPROCS_SRV)}, work $WORK/request, "
+	[[ $1 == nginx ]] && LAB_SUMMARY="nginx, 1 worker, "
 	case $1 in
 	idle) LAB_SUMMARY+="no load for ${LOAD_SECONDS}s" ;;
-	busy) LAB_SUMMARY+="wrk -c$CONNS for ${LOAD_SECONDS}s" ;;
+	busy | nginx) LAB_SUMMARY+="wrk -c$CONNS for ${LOAD_SECONDS}s" ;;
 	sweep) LAB_SUMMARY+="wrk -c$CONNS for ${LOAD_SECONDS}s per phase with idle connections: $IDLE_LIST" ;;
 	esac
 	LAB_MAX_SECONDS=400
@@ -49,6 +56,42 @@ lab_params() {
 
 lab_setup_netns() {
 	command -v wrk >/dev/null || die "wrk is not installed (run: make setup)"
+	[[ $variant != nginx ]] || command -v nginx >/dev/null || die "nginx is not installed (run: make setup)"
+}
+
+# nginx in the foreground, one worker, everything it writes kept in the lab's work folder.
+start_nginx() {
+	local work=$1
+	mkdir -p "$work/nginx/logs" "$work/nginx/tmp"
+	cat >"$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/logs/error.log;
+events { worker_connections 4096; use epoll; }
+http {
+	access_log off;
+	client_body_temp_path $work/nginx/tmp/body;
+	proxy_temp_path $work/nginx/tmp/proxy;
+	fastcgi_temp_path $work/nginx/tmp/fastcgi;
+	uwsgi_temp_path $work/nginx/tmp/uwsgi;
+	scgi_temp_path $work/nginx/tmp/scgi;
+	server {
+		listen $SRV_IP:$LAB_PORT backlog=4096;
+		location / { return 200 "hello\n"; }
+	}
+}
+CONF
+	ip netns exec "$SRV_NS" nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" 2>"$work/server.err" &
+	NGINX_PID=$!
+	cleanup_push "stop_process $NGINX_PID TERM 5"
+	local i
+	for i in $(seq 100); do
+		ip netns exec "$SRV_NS" ss -ltnH "sport = :$LAB_PORT" | grep -q LISTEN && return 0
+		sleep 0.05
+	done
+	cat "$work/server.err" >&2
+	die "nginx did not start"
 }
 
 # Phase records for lab.json: "idle_conns start end requests_per_s".
@@ -63,6 +106,17 @@ run_wrk() {
 
 lab_run() {
 	local run=$1 work=$2 pid i n hold_pid t0 rps
+	if [[ $variant == nginx ]]; then
+		start_nginx "$work"
+		sleep 1
+		t0=${EPOCHREALTIME/,/.}
+		rps=$(run_wrk "$work/wrk.txt")
+		PHASES+=("0 $t0 ${EPOCHREALTIME/,/.} $rps")
+		SERVER_PID=$(pgrep -P "$NGINX_PID" -x nginx | head -1 || true)
+		sleep "$((interval + 1))"
+		stop_process "$NGINX_PID" TERM 5
+		return 0
+	fi
 	ip netns exec "$SRV_NS" env ${GOMAXPROCS_SRV:+GOMAXPROCS=$GOMAXPROCS_SRV} "$PACK_ROOT/build/bin/httpserver" \
 		-listen "$SRV_IP:$LAB_PORT" -work "$WORK" -header-timeout 300s -duration 360s \
 		-ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
@@ -109,9 +163,9 @@ lab_json() {
 	local stats=null p first=1
 	[[ -s $work/server.json ]] && stats=$(cat "$work/server.json")
 	printf '{"lab": "epoll", "variant": %s, "summary": %s,\n' "$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")"
-	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "pid": %s, "comm": "httpserver", "gomaxprocs": %s, "work": %s, "stats": %s},\n' \
+	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "pid": %s, "comm": %s, "gomaxprocs": %s, "work": %s, "stats": %s},\n' \
 		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" "$LAB_PORT" "${SERVER_PID:-null}" \
-		"${GOMAXPROCS_SRV:-null}" "$(json_str "$WORK")" "$stats"
+		"$(json_str "$SERVER_COMM")" "${GOMAXPROCS_SRV:-null}" "$(json_str "$WORK")" "$stats"
 	printf ' "client": {"netns": %s, "netns_inode": %s, "wrk_connections": %s},\n' \
 		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$CONNS"
 	printf ' "phases": ['

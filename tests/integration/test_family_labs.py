@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.rules import retransmits, time_wait
-from analysis.rules.epoll import epoll_sweep
+from analysis.rules.epoll import epoll_sweep, per_process
 from analysis.run import Run
 from tests.conftest import ROOT, leftovers
 
@@ -114,3 +114,14 @@ def test_epoll_busy_idle_and_sweep(kernel, tmp_path: Path) -> None:
     # 1000x the registered fds: a linear scan would cost ~1000x; epoll's ready list does not.
     assert costs.iloc[-1] / costs.iloc[0] < 3, table.to_string()
     assert "epoll_sweep" in json.loads((sweep.path / "verdicts.json").read_text())["measurements"]
+
+
+def test_nginx_event_loop_is_measured(kernel, tmp_path: Path) -> None:
+    """nginx (one worker) under wrk: the probe sees its epoll loop; saturated or not is reported as measured."""
+    run = run_lab("epoll", "nginx", tmp_path / "nginx")
+    pp = per_process(run)
+    worker = pp[(pp["comm"] == "nginx") & (pp["events_sum"] > 1000)]
+    assert len(worker) >= 3, "the nginx worker's epoll_wait calls were not seen under load"
+    v = json.loads((run.path / "verdicts.json").read_text())
+    checked = [f for f in v["findings"] + v["ruled_out"] if f["kind"] == "event_loop_saturation"]
+    assert any(f["subject"]["comm"] == "nginx" and 8080 in f["subject"]["listen_ports"] for f in checked)
