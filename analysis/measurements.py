@@ -28,7 +28,7 @@ def time_wait_summary(run: Run) -> list[dict[str, Any]]:
     out = []
     if run.metadata["probes"].get("time_wait", {}).get("status") != "ok":
         return out
-    for netns, raddr, port in time_wait._endpoints(run):
+    for netns, raddr, port in time_wait.endpoints(run):
         ll = time_wait.littles_law(run, netns, raddr, port)
         if ll.empty or ll["measured"].max() == 0:
             continue

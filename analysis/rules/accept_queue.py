@@ -60,7 +60,7 @@ def _quantiles_ms(values: pd.Series) -> dict[str, float]:
     }
 
 
-def _symptom(run: Run, netns: int, t0: float, t1: float) -> Link:
+def _symptom(run: Run, netns: int) -> Link:
     lab = run.lab or {}
     client_ns = (lab.get("client") or {}).get("netns_inode")
     ev: dict[str, Any] = {}
@@ -255,7 +255,7 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
         window=window,
         cause_class=cause_class,
         chain=[
-            _symptom(run, netns, t0, t1),
+            _symptom(run, netns),
             Link("counter", "listen_overflows" if sampled else "not_sampled", counter_ev),
             Link("probe", "queue_full", probe_ev),
             Link("cause", cause_class, cause_ev),
@@ -294,7 +294,7 @@ def evaluate(run: Run) -> list[Finding]:
                         "end_rel_s": round(run.end - run.start, 1),
                     },
                     chain=[
-                        _symptom(run, inode, run.start, run.end),
+                        _symptom(run, inode),
                         Link("counter", "listen_overflows", {"netns_label": ns["label"], "listen_overflows": n}),
                         Link(
                             "probe",

@@ -89,7 +89,7 @@ def observed_time_wait_length(run: Run, netns: int, raddr: str, port: int) -> fl
     return round(float((age[early] + oldest[early].astype(float)).median()), 1)
 
 
-def _endpoints(run: Run) -> list[tuple[int, str, int]]:
+def endpoints(run: Run) -> list[tuple[int, str, int]]:
     keys: set[tuple[int, str, int]] = set()
     for name in ("tw_sockets", "tw_close"):
         t = run.table(name)
@@ -102,7 +102,7 @@ def evaluate(run: Run) -> list[Finding]:
     out: list[Finding] = []
     conn = run.table("tw_connect")
     lab = run.lab or {}
-    for netns, raddr, port in _endpoints(run):
+    for netns, raddr, port in endpoints(run):
         rng = port_range(run, netns)
         ports = rng[1] - rng[0] + 1 if rng else None
         ll = littles_law(run, netns, raddr, port)
