@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -38,6 +39,8 @@ type config struct {
 	listen      string
 	backlog     int
 	acceptDelay time.Duration
+	delayDist   string
+	seed        uint64
 	stallAt     time.Duration
 	stallFor    time.Duration
 	duration    time.Duration
@@ -58,8 +61,14 @@ type stats struct {
 	Listen           string  `json:"listen"`
 	Stalls           []stall `json:"stalls"`
 	AcceptDelayMs    float64 `json:"accept_delay_ms"`
-	WaitClose        bool    `json:"wait_close"`
-	Requests         int64   `json:"requests"`
+	AcceptDelayDist  string  `json:"accept_delay_dist"`
+	// ServiceSeconds is the wall-clock time the accept loop spent between an
+	// accept() returning a connection and the next accept() call (the delay
+	// actually slept plus handing the connection off): the measured service
+	// time that the saturation models take as 1/mu.
+	ServiceSeconds float64 `json:"service_seconds"`
+	WaitClose      bool    `json:"wait_close"`
+	Requests       int64   `json:"requests"`
 }
 
 func main() {
@@ -81,6 +90,8 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.listen, "listen", "", "IPv4 `addr:port` to listen on (required), e.g. 198.18.0.1:8080")
 	flag.IntVar(&cfg.backlog, "backlog", 0, "listen(2) backlog; 0 uses net.Listen, which passes net.core.somaxconn (the kernel also caps any value at somaxconn)")
 	flag.DurationVar(&cfg.acceptDelay, "accept-delay", 0, "sleep after each successful accept (models a slow accept path)")
+	flag.StringVar(&cfg.delayDist, "accept-delay-dist", "fixed", "`fixed|exp`: every delay is -accept-delay, or drawn from an exponential distribution with that mean (an M/M/1/K server)")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed for -accept-delay-dist exp")
 	flag.DurationVar(&cfg.stallAt, "stall-at", 0, "time after ready at which the accept loop stops calling accept")
 	flag.DurationVar(&cfg.stallFor, "stall-for", 0, "how long the accept loop stalls (0 = never stall)")
 	flag.DurationVar(&cfg.duration, "duration", 0, "exit cleanly after this long (0 = run until SIGINT/SIGTERM)")
@@ -102,6 +113,8 @@ func parseFlags() (config, error) {
 		return cfg, errors.New("-backlog must be >= 0")
 	case cfg.acceptDelay < 0, cfg.stallAt < 0, cfg.stallFor < 0, cfg.duration < 0:
 		return cfg, errors.New("durations must be >= 0")
+	case cfg.delayDist != "fixed" && cfg.delayDist != "exp":
+		return cfg, fmt.Errorf("-accept-delay-dist must be fixed or exp, not %q", cfg.delayDist)
 	}
 	return cfg, nil
 }
@@ -153,6 +166,8 @@ func run(cfg config) error {
 		Listen:           addr,
 		Stalls:           srv.stalls,
 		AcceptDelayMs:    float64(cfg.acceptDelay) / float64(time.Millisecond),
+		AcceptDelayDist:  cfg.delayDist,
+		ServiceSeconds:   time.Duration(srv.serviceNs.Load()).Seconds(),
 		WaitClose:        cfg.waitClose,
 		Requests:         srv.requests.Load(),
 	}
@@ -169,15 +184,19 @@ type server struct {
 	ln       net.Listener
 	ready    time.Time
 	accepted atomic.Int64
-	handled  atomic.Int64 // connections that got at least one reply
-	requests atomic.Int64 // reply lines written, over all connections
-	handlers sync.WaitGroup
-	stalls   []stall // only touched by the accept loop until it has returned
+	// serviceNs sums the time from each accept() return to the next accept()
+	// call; written by the accept loop only, read after it has returned.
+	serviceNs atomic.Int64
+	handled   atomic.Int64 // connections that got at least one reply
+	requests  atomic.Int64 // reply lines written, over all connections
+	handlers  sync.WaitGroup
+	stalls    []stall // only touched by the accept loop until it has returned
 }
 
 // acceptLoop is intentionally single-threaded: the point of the lab is that
 // one slow or stalled acceptor lets the kernel queue fill up.
 func (s *server) acceptLoop(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(s.cfg.seed, 0x5eed))
 	stallPending := s.cfg.stallFor > 0
 	stallStart := s.ready.Add(s.cfg.stallAt)
 	if stallPending {
@@ -215,10 +234,17 @@ func (s *server) acceptLoop(ctx context.Context) {
 				continue
 			}
 		}
+		served := time.Now()
 		s.accepted.Add(1)
 		s.handlers.Go(func() { s.handle(conn) })
 
-		if s.cfg.acceptDelay > 0 && !sleepCtx(ctx, s.cfg.acceptDelay) {
+		delay := s.cfg.acceptDelay
+		if s.cfg.delayDist == "exp" {
+			delay = time.Duration(rng.ExpFloat64() * float64(delay))
+		}
+		completed := delay <= 0 || sleepCtx(ctx, delay)
+		s.serviceNs.Add(int64(time.Since(served)))
+		if !completed {
 			return
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -28,6 +29,8 @@ type config struct {
 	target         string
 	mode           string
 	rate           float64
+	arrivals       string
+	seed           uint64
 	burst          int
 	burstEvery     time.Duration
 	duration       time.Duration
@@ -79,6 +82,8 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.target, "target", "", "`addr:port` to connect to (required)")
 	flag.StringVar(&cfg.mode, "mode", "rate", "`burst|rate`: evenly paced starts, or groups started at once")
 	flag.Float64Var(&cfg.rate, "rate", 100, "connections per second (rate mode)")
+	flag.StringVar(&cfg.arrivals, "arrivals", "even", "`even|poisson`: rate-mode starts evenly spaced, or a Poisson process with that mean rate (exponential gaps)")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed for -arrivals poisson")
 	flag.IntVar(&cfg.burst, "burst", 64, "connections started at once (burst mode)")
 	flag.DurationVar(&cfg.burstEvery, "burst-every", time.Second, "interval between bursts (burst mode)")
 	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long new connections are started")
@@ -104,6 +109,8 @@ func parseFlags() (config, error) {
 		return cfg, errors.New("-out is required")
 	case cfg.mode != "rate" && cfg.mode != "burst":
 		return cfg, fmt.Errorf("-mode must be burst or rate, not %q", cfg.mode)
+	case cfg.arrivals != "even" && cfg.arrivals != "poisson":
+		return cfg, fmt.Errorf("-arrivals must be even or poisson, not %q", cfg.arrivals)
 	case cfg.mode == "rate" && !(cfg.rate > 0 && !math.IsInf(cfg.rate, 0)):
 		return cfg, errors.New("-rate must be > 0")
 	case cfg.mode == "burst" && (cfg.burst <= 0 || cfg.burstEvery <= 0):
@@ -136,7 +143,19 @@ func plan(cfg config) (int, func(i int) time.Duration) {
 		bursts := int((cfg.duration + cfg.burstEvery - 1) / cfg.burstEvery) // bursts at k*every < duration
 		n = bursts * cfg.burst
 		offset = func(i int) time.Duration { return time.Duration(i/cfg.burst) * cfg.burstEvery }
-	default:
+	case "rate":
+		if cfg.arrivals == "poisson" {
+			// Draw the whole schedule up front: exponential gaps summed
+			// until the duration is reached, reproducible from the seed.
+			rng := rand.New(rand.NewPCG(cfg.seed, 0xa77))
+			var at []time.Duration
+			for t := rng.ExpFloat64() / cfg.rate; t*float64(time.Second) < float64(cfg.duration); t += rng.ExpFloat64() / cfg.rate {
+				at = append(at, time.Duration(t*float64(time.Second)))
+			}
+			n = len(at)
+			offset = func(i int) time.Duration { return at[i] }
+			break
+		}
 		n = int(math.Ceil(cfg.rate * cfg.duration.Seconds()))
 		offset = func(i int) time.Duration { return time.Duration(float64(i) / cfg.rate * float64(time.Second)) }
 	}

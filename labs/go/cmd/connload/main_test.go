@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -37,6 +38,38 @@ func TestPlan(t *testing.T) {
 		if got := offset(n - 1); got != tt.last {
 			t.Errorf("%+v: last offset = %s, want %s", tt.cfg, got, tt.last)
 		}
+	}
+}
+
+// Poisson starts: increasing offsets inside the duration, a mean rate close to
+// the one asked for, gaps with the exponential's coefficient of variation
+// (1; even spacing would give 0), and the same schedule for the same seed.
+func TestPlanPoisson(t *testing.T) {
+	cfg := config{mode: "rate", arrivals: "poisson", rate: 500, duration: 20 * time.Second, maxConns: 20000, seed: 7}
+	n, offset := plan(cfg)
+	if n < 9500 || n > 10500 {
+		t.Fatalf("n = %d, want about 10000", n)
+	}
+	var sum, sumSq float64
+	prev := time.Duration(0)
+	for i := range n {
+		at := offset(i)
+		if at < prev || at >= cfg.duration {
+			t.Fatalf("offset %d = %s out of order or range", i, at)
+		}
+		gap := (at - prev).Seconds()
+		sum += gap
+		sumSq += gap * gap
+		prev = at
+	}
+	mean := sum / float64(n)
+	cv := math.Sqrt(sumSq/float64(n)-mean*mean) / mean
+	if cv < 0.9 || cv > 1.1 {
+		t.Errorf("coefficient of variation of gaps = %.3f, want about 1", cv)
+	}
+	n2, offset2 := plan(cfg)
+	if n2 != n || offset2(n/2) != offset(n/2) {
+		t.Errorf("same seed gave a different schedule")
 	}
 }
 
