@@ -13,8 +13,11 @@
 #            (a blocked event loop). The queue fills and overflows whatever
 #            the backlog; a bigger one only delays it.
 #   healthy  ample backlog, fast accept: must produce no overflow finding.
+#   queue    Poisson arrivals at a server whose accept path takes an
+#            exponentially distributed time: an M/M/1/K queue, the workload
+#            that scripts/sweep runs over rates x backlogs to check the model.
 
-LAB_VARIANTS=(sizing stall healthy)
+LAB_VARIANTS=(sizing stall healthy queue)
 # Probes this lab loads (scripts/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
@@ -31,7 +34,11 @@ accept-overflow variants (environment overrides in brackets):
   stall    backlog 128, no accept delay, 300 conn/s [RATE] for 7s; accept() stops at 2s
            [STALL_AT] for 3s [STALL_FOR]
   healthy  backlog 1024, no accept delay, 300 conn/s for 6s
-  all:     connect timeout 4s [CONNECT_TIMEOUT]
+  queue    backlog 32, accept delay exponential with mean 2ms [ACCEPT_DELAY] (mu ~ 500/s),
+           Poisson arrivals at 600 conn/s [RATE] for 6s
+  all:     ARRIVALS=even|poisson, DELAY_DIST=fixed|exp, SEED=n; BACKLOG=0 asks for
+           net.core.somaxconn like Go's net.Listen does
+  all:     connect timeout 4s [CONNECT_TIMEOUT], reply timeout 5s [IO_TIMEOUT]
 TEXT
 }
 
@@ -49,9 +56,16 @@ lab_params() {
 		BACKLOG=${BACKLOG:-1024} ACCEPT_DELAY=${ACCEPT_DELAY:-0s} STALL_AT=${STALL_AT:-0s} STALL_FOR=${STALL_FOR:-0s}
 		LOAD_ARGS=(-mode rate -rate "${RATE:-300}" -duration "${LOAD_SECONDS:-6}s")
 		;;
+	queue)
+		BACKLOG=${BACKLOG:-32} ACCEPT_DELAY=${ACCEPT_DELAY:-2ms} STALL_AT=${STALL_AT:-0s} STALL_FOR=${STALL_FOR:-0s}
+		ARRIVALS=${ARRIVALS:-poisson} DELAY_DIST=${DELAY_DIST:-exp}
+		LOAD_ARGS=(-mode rate -rate "${RATE:-600}" -duration "${LOAD_SECONDS:-6}s")
+		;;
 	esac
-	CONNECT_TIMEOUT=${CONNECT_TIMEOUT:-4s}
-	LAB_SUMMARY="backlog $BACKLOG, accept delay $ACCEPT_DELAY, stall ${STALL_FOR} at ${STALL_AT}, load: ${LOAD_ARGS[*]}"
+	ARRIVALS=${ARRIVALS:-even} DELAY_DIST=${DELAY_DIST:-fixed} SEED=${SEED:-1}
+	[[ ${LOAD_ARGS[1]} == burst ]] || LOAD_ARGS+=(-arrivals "$ARRIVALS" -seed "$SEED")
+	CONNECT_TIMEOUT=${CONNECT_TIMEOUT:-4s} IO_TIMEOUT=${IO_TIMEOUT:-5s}
+	LAB_SUMMARY="backlog $BACKLOG, accept delay $ACCEPT_DELAY ($DELAY_DIST), stall ${STALL_FOR} at ${STALL_AT}, load: ${LOAD_ARGS[*]}"
 }
 
 # Nothing to tune for this lab: namespaces keep the kernel defaults.
@@ -60,7 +74,7 @@ lab_setup_netns() { :; }
 lab_run() {
 	local run=$1 work=$2 server_pid i
 	ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/aqserver" -listen "$SRV_IP:$LAB_PORT" -backlog "$BACKLOG" \
-		-accept-delay "$ACCEPT_DELAY" -stall-at "$STALL_AT" -stall-for "$STALL_FOR" -duration 120s \
+		-accept-delay "$ACCEPT_DELAY" -accept-delay-dist "$DELAY_DIST" -seed "$SEED" -stall-at "$STALL_AT" -stall-for "$STALL_FOR" -duration 120s \
 		-ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
 	server_pid=$!
 	cleanup_push "stop_process $server_pid TERM 5"
@@ -73,7 +87,7 @@ lab_run() {
 	# Let one probe interval pass with the listener idle, as a baseline.
 	sleep 1
 	ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connload" -target "$SRV_IP:$LAB_PORT" "${LOAD_ARGS[@]}" \
-		-connect-timeout "$CONNECT_TIMEOUT" -out "$run/connects.csv" 2> >(sed 's/^/  /' >&2) ||
+		-connect-timeout "$CONNECT_TIMEOUT" -io-timeout "$IO_TIMEOUT" -out "$run/connects.csv" 2> >(sed 's/^/  /' >&2) ||
 		die "connload failed"
 	# One more interval so the probe prints the tail of the load.
 	sleep "$((interval + 1))"
@@ -85,10 +99,10 @@ lab_json() {
 	local stats=null
 	[[ -s $work/server.json ]] && stats=$(cat "$work/server.json")
 	printf '{"lab": "accept-overflow", "variant": %s, "summary": %s,\n' "$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")"
-	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "backlog_requested": %d, "accept_delay": %s, "stall_at": %s, "stall_for": %s, "stats": %s},\n' \
+	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "backlog_requested": %d, "accept_delay": %s, "accept_delay_dist": %s, "stall_at": %s, "stall_for": %s, "stats": %s},\n' \
 		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" "$LAB_PORT" "$BACKLOG" \
-		"$(json_str "$ACCEPT_DELAY")" "$(json_str "$STALL_AT")" "$(json_str "$STALL_FOR")" "$stats"
-	printf ' "client": {"netns": %s, "netns_inode": %s, "addr": %s, "load": %s, "connect_timeout": %s, "connects_file": "connects.csv"},\n' \
-		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$(json_str "$CLI_IP")" "$(json_str "${LOAD_ARGS[*]}")" "$(json_str "$CONNECT_TIMEOUT")"
+		"$(json_str "$ACCEPT_DELAY")" "$(json_str "$DELAY_DIST")" "$(json_str "$STALL_AT")" "$(json_str "$STALL_FOR")" "$stats"
+	printf ' "client": {"netns": %s, "netns_inode": %s, "addr": %s, "load": %s, "arrivals": %s, "connect_timeout": %s, "io_timeout": %s, "connects_file": "connects.csv"},\n' \
+		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$(json_str "$CLI_IP")" "$(json_str "${LOAD_ARGS[*]}")" "$(json_str "$ARRIVALS")" "$(json_str "$CONNECT_TIMEOUT")" "$(json_str "$IO_TIMEOUT")"
 	printf ' "command": %s}\n' "$(json_str "make lab LAB=accept-overflow VARIANT=$variant")"
 }

@@ -55,9 +55,15 @@ lab_params() {
 	LAB_MAX_SECONDS=$((LOAD_SECONDS + HOLD_SECONDS + 120))
 }
 
+# The port range is the scenario (a scaled-down stand-in for "all the ports
+# this client has toward one server"), so it is always set. tcp_tw_reuse and
+# tcp_fin_timeout are tuning: the variant sets them only when no PROFILE is
+# given, so that a profile under test (scripts/compare) owns them.
 lab_setup_netns() {
-	ip netns exec "$CLI_NS" sysctl -qw "net.ipv4.ip_local_port_range=$PORT_RANGE" "net.ipv4.tcp_tw_reuse=$TW_REUSE" ||
-		die "cannot set the client namespace's sysctls"
+	ip netns exec "$CLI_NS" sysctl -qw "net.ipv4.ip_local_port_range=$PORT_RANGE" ||
+		die "cannot set the client namespace's port range"
+	[[ -z ${PROFILE:-} ]] || return 0
+	ip netns exec "$CLI_NS" sysctl -qw "net.ipv4.tcp_tw_reuse=$TW_REUSE" || die "cannot set tcp_tw_reuse"
 	if [[ -n $FIN_TIMEOUT ]]; then
 		ip netns exec "$CLI_NS" sysctl -qw "net.ipv4.tcp_fin_timeout=$FIN_TIMEOUT"
 	fi
@@ -90,7 +96,8 @@ lab_json() {
 	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "stats": %s},\n' \
 		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" "$LAB_PORT" "$stats"
 	printf ' "client": {"netns": %s, "netns_inode": %s, "addr": %s, "port_range": %s, "tcp_tw_reuse": %d, "tcp_fin_timeout": %s,\n' \
-		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$(json_str "$CLI_IP")" "$(json_str "$PORT_RANGE")" "$TW_REUSE" "${FIN_TIMEOUT:-null}"
+		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$(json_str "$CLI_IP")" "$(json_str "$PORT_RANGE")" \
+		"$(ip netns exec "$CLI_NS" cat /proc/sys/net/ipv4/tcp_tw_reuse)" "$(ip netns exec "$CLI_NS" cat /proc/sys/net/ipv4/tcp_fin_timeout)"
 	printf '   "rate_per_s": %s, "load_seconds": %s, "requests_per_conn": %s, "hold_seconds": %s, "connects_file": "connects.csv"},\n' \
 		"$RATE" "$LOAD_SECONDS" "$REQS" "$HOLD_SECONDS"
 	printf ' "command": %s}\n' "$(json_str "make lab LAB=time-wait VARIANT=$variant")"
