@@ -1,4 +1,4 @@
-"""Command line: python -m analysis {report,validate,schema-doc} ..."""
+"""Command line: python -m analysis {report,validate,compare,sweep,schema-doc} ..."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("run", nargs="?", default="runs/latest", help="run directory (default runs/latest)")
     v = sub.add_parser("validate", help="check every CSV of a run against the data contract")
     v.add_argument("run", nargs="?", default="runs/latest")
+    c = sub.add_parser("compare", help="analyse a comparison directory written by scripts/compare")
+    c.add_argument("dir")
+    w = sub.add_parser("sweep", help="analyse a sweep directory written by scripts/sweep")
+    w.add_argument("dir")
     sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/schemas.py)")
     args = p.parse_args(argv)
     try:
@@ -33,6 +37,19 @@ def main(argv: list[str] | None = None) -> int:
             counts = Run.open(args.run).validate_all()
             for name, n in counts.items():
                 print(f"{name}: {n} rows ok")
+        elif args.cmd == "compare":
+            from .compare import write
+            from .wording import compare_verdict_line
+
+            md, v = write(args.dir)
+            print(compare_verdict_line(v))
+            print(f"comparison: {md}")
+        elif args.cmd == "sweep":
+            from .sweep import write as write_sweep
+
+            md, df = write_sweep(args.dir)
+            print(df.to_string(index=False))
+            print(f"sweep: {md}")
         elif args.cmd == "schema-doc":
             from .schemas import schema_doc
 

@@ -11,6 +11,7 @@ import matplotlib
 if "ipykernel" not in sys.modules:
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import pandas as pd
 from matplotlib.figure import Figure
 
 from .run import Run
@@ -141,5 +142,80 @@ def event_loop(run: Run, pid: int) -> Figure:
     ax.set_xlabel("seconds since capture start")
     ax.set_title(f"Event loop of {rows['comm'].iloc[0] if len(rows) else pid} (pid {pid})")
     fig.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def comparison(long: pd.DataFrame, summary: pd.DataFrame, cfg: dict) -> Figure:
+    """Per metric, each run's value under A and B with the means: the raw evidence of a comparison."""
+    metrics = list(summary["metric"])
+    cols = min(4, max(1, len(metrics)))
+    nrows = (len(metrics) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.8 * nrows), squeeze=False)
+    for ax in axes.flat[len(metrics) :]:
+        ax.set_visible(False)
+    for ax, (_, row) in zip(axes.flat, summary.iterrows(), strict=False):
+        sub = long[long["metric"] == row["metric"]]
+        for x, side in enumerate(("A", "B")):
+            vals = sub[sub["side"] == side]["value"]
+            ax.plot([x] * len(vals), vals, "o", alpha=0.6, color=("tab:blue", "tab:orange")[x])
+            ax.hlines(vals.mean(), x - 0.25, x + 0.25, color="black")
+        ax.set_xticks([0, 1], [f"A {cfg.get('a')}", f"B {cfg.get('b')}"], fontsize=7)
+        mark = " *" if row["significant"] else ""
+        ax.set_title(f"{row['label']}{mark}", fontsize=7)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xlim(-0.6, 1.6)
+    fig.suptitle(
+        f"{cfg.get('lab')} / {cfg.get('variant')}: per-run values (bar = mean, * = 95 % CI excludes 0)", fontsize=9
+    )
+    fig.tight_layout()
+    return fig
+
+
+def sweep(kind: str, df: pd.DataFrame) -> Figure:
+    """Predicted against measured for every sweep point."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    if kind == "accept-queue":
+        ax = axes[0]
+        top = max(df[["p_measured", "p_mm1k", "p_sim"]].max().max(), 0.01) * 1.1
+        ax.plot([0, top], [0, top], "--", color="grey", lw=1, label="prediction = measurement")
+        for backlog, g in df.groupby("backlog"):
+            ax.plot(g["p_measured"], g["p_mm1k"], "o", label=f"M/M/1/K, backlog {backlog}")
+            ax.plot(
+                g["p_measured"], g["p_sim"], "x", color=ax.lines[-1].get_color(), label=f"simulation, backlog {backlog}"
+            )
+        ax.plot(
+            df["p_measured"], df["p_mm1k_offered"], "+", color="grey", label="M/M/1/K from offered rate (no retries)"
+        )
+        ax.set_xlabel("measured overflow fraction (ListenOverflows / attempts)")
+        ax.set_ylabel("predicted")
+        ax.set_title("Accept-queue overflow: predicted vs measured", fontsize=9)
+        ax.legend(fontsize=6)
+        ax = axes[1]
+        for backlog, g in df.groupby("backlog"):
+            g = g.sort_values("rho")
+            ax.plot(g["rho"], g["p_measured"], "o-", label=f"measured, backlog {backlog}")
+            ax.plot(g["rho"], g["p_mm1k"], "--", color=ax.lines[-1].get_color(), label=f"M/M/1/K, backlog {backlog}")
+        ax.set_xlabel("rho = measured attempt rate / measured accept rate")
+        ax.set_ylabel("overflow fraction")
+        ax.set_title("Where the queue saturates", fontsize=9)
+        ax.legend(fontsize=6)
+    else:
+        df = df.sort_values("rate")
+        knee = float(df["ports"].iloc[0]) / 60.0
+        ax = axes[0]
+        ax.plot(df["rate"], df["tw_predicted"], "--", label="predicted min(rate x 60 s, ports)")
+        ax.plot(df["rate"], df["tw_measured"], "o", label="measured peak TIME_WAIT")
+        ax.axvline(knee, color="red", lw=1, label=f"knee ports / 60 s = {knee:.2f}/s")
+        ax.set_xlabel("client connections per second")
+        ax.set_ylabel("TIME_WAIT sockets")
+        ax.legend(fontsize=7)
+        ax = axes[1]
+        ax.plot(df["rate"], df["fail_fraction_predicted"], "--", label="predicted share failing")
+        ax.plot(df["rate"], df["fail_fraction_measured"], "o", label="measured share EADDRNOTAVAIL")
+        ax.axvline(knee, color="red", lw=1)
+        ax.set_xlabel("client connections per second")
+        ax.set_ylabel("share of attempts")
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

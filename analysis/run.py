@@ -25,7 +25,7 @@ class RunDataError(Exception):
     """Bad input: a missing file, a malformed row, a contract mismatch."""
 
 
-def _read_csv(path: Path, table: Table) -> pd.DataFrame:
+def read_table(path: Path, table: Table) -> pd.DataFrame:
     try:
         header = path.open(encoding="utf-8").readline().rstrip("\n").split(",")
     except OSError as e:
@@ -111,7 +111,7 @@ class Run:
                 else:
                     raise RunDataError(f"{f}: missing ({t.description})")
             else:
-                self._cache[name] = _read_csv(f, t)
+                self._cache[name] = read_table(f, t)
         return self._cache[name]
 
     @cached_property

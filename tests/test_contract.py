@@ -56,7 +56,8 @@ LAB_TABLES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()))
+# Run directories only; the derived fixtures (sweeps, comparisons) are checked in test_sweep and test_compare.
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir() if (p / "metadata.json").is_file()))
 def test_real_captures_validate(name: str) -> None:
     run = Run.open(FIXTURES / name)
     counts = run.validate_all()

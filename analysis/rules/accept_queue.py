@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import models
 from ..findings import Finding, Link
 from ..run import Run
 
@@ -105,8 +106,14 @@ def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     full_at_end = rows["depth_now"] > rows["limit"]
     nearly_full_at_end = rows["depth_now"] >= rows["limit"]
     stalled = nearly_full_at_end & (rows["accepted"] == 0)
-    # Runs of consecutive intervals that ended full while accepts went on.
-    busy_full = (nearly_full_at_end & (rows["accepted"] > 0)).astype(int).tolist()
+    # Runs of consecutive intervals that overflowed and still had a queue at
+    # their end while accepts went on: the accept loop never caught up. After
+    # a burst (sizing) the queue drains before the interval ends.
+    busy_full = (
+        ((nearly_full_at_end | ((rows["depth_now"] > 0) & (rows["full_events"] > 0))) & (rows["accepted"] > 0))
+        .astype(int)
+        .tolist()
+    )
     longest, cur = 0, 0
     for b in busy_full:
         cur = cur + 1 if b else 0
@@ -121,6 +128,77 @@ def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     if longest >= 2:
         return "capacity", ev
     return "sizing", ev
+
+
+def _model(
+    run: Run,
+    netns: int,
+    rows: pd.DataFrame,
+    full: pd.DataFrame,
+    cause_class: str,
+    limit: int,
+    t0: float,
+    t1: float,
+    interval: int,
+) -> dict[str, Any]:
+    """The saturation model's prediction for this listener, with the measured numbers it takes.
+
+    capacity: M/M/1/K with lam = attempts/s (PassiveOpens + ListenOverflows:
+    retries included, as the model cannot tell them apart) and mu = accepts/s,
+    both over the intervals that overflowed and ended with a queue (the accept
+    loop was never idle then). sizing: a burst of B new connections into room for K loses B - K first
+    attempts (B = passive opens per active interval).
+    stall: no model; a stopped server has no service rate.
+    """
+    if cause_class == "stall":
+        return {"kind": "not_applicable"}
+    k = models.accept_queue_capacity(limit)
+    win = run.counter_deltas(netns, ["PassiveOpens", "ListenOverflows"])
+    win = win[(win.index > t0) & (win.index <= t1 + interval + 0.5)]
+    overflows, opens = int(win["ListenOverflows"].sum()), int(win["PassiveOpens"].sum())
+    attempts = overflows + opens
+    measured_pct = round(100 * overflows / attempts, 1) if attempts else None
+    if cause_class == "sizing":
+        # Every connection is passively opened once, whatever its retries, so
+        # opens per interval estimate the new connections per burst (bursts
+        # at most once per interval).
+        busy = win[win["PassiveOpens"] > 0]
+        burst = round(float(busy["PassiveOpens"].mean())) if len(busy) else 0
+        lost = max(burst - k, 0)
+        return {
+            "kind": "burst",
+            "burst": burst,
+            "capacity_k": k,
+            "predicted_pct": round(100 * lost / burst, 1) if burst else None,
+            "measured_pct": measured_pct,
+        }
+    # The accept loop was busy throughout the intervals that overflowed and
+    # still ended with a queue: their accept counts are its service rate, and
+    # the kernel's counters over the same seconds give the attempt rate and
+    # the measured share (the tail of the window, where load fades, would
+    # dilute both).
+    busy = full[full["depth_now"] > 0]
+    if busy.empty:
+        busy = full
+    mu = float(busy["accepted"].mean()) / interval if not busy.empty else 0.0
+    b0, b1 = float(busy["time_s"].min()) - interval, float(busy["time_s"].max())
+    steady = win[(win.index > b0) & (win.index <= b1 + 0.5)]
+    if len(steady):
+        overflows, opens = int(steady["ListenOverflows"].sum()), int(steady["PassiveOpens"].sum())
+        attempts = overflows + opens
+        measured_pct = round(100 * overflows / attempts, 1) if attempts else None
+    seconds = max(float(len(steady) if len(steady) else len(win)) * interval, interval)
+    lam = attempts / seconds
+    pred = models.mm1k(lam, mu, k)
+    return {
+        "kind": "mm1k",
+        "lam_per_s": round(lam, 1),
+        "mu_per_s": round(mu, 1),
+        "capacity_k": k,
+        "predicted_pct": round(100 * pred.p_block, 1),
+        "predicted_wait_ms": round(1000 * pred.wait_s, 1),
+        "measured_pct": measured_pct,
+    }
 
 
 def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) -> Finding:
@@ -218,6 +296,8 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
         "accept_rate_min_per_s": round(float(active["accepted"].min()) / interval, 1) if not active.empty else 0.0,
         **class_ev,
     }
+
+    cause_ev["model"] = _model(run, netns, rows, full, cause_class, limit, t0, t1, interval) if sampled else None
 
     fix_ev: dict[str, Any] = {"binding_knob": binding, "somaxconn": somaxconn, "limit_effective": limit}
     if cause_class == "sizing":

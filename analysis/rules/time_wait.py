@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import models
 from ..findings import Finding, Link
 from ..run import Run
 
@@ -158,7 +159,12 @@ def evaluate(run: Run) -> list[Finding]:
             "tcp_tw_reuse": reuse,
             "tcp_timestamps": run.sysctl(netns, "net.ipv4.tcp_timestamps"),
             "tcp_fin_timeout": run.sysctl(netns, "net.ipv4.tcp_fin_timeout"),
-            "max_new_conn_per_s_without_reuse": round(ports / TIME_WAIT_S, 1) if ports else None,
+            "max_new_conn_per_s_without_reuse": round(models.tw_max_rate(ports), 1) if ports else None,
+            # The model's prediction at the measured rate: how long the range lasts.
+            "active_close_rate_per_s": probe_ev["active_close_rate_per_s"],
+            "ports_last_s_at_measured_rate": round(ports / probe_ev["active_close_rate_per_s"], 1)
+            if ports and probe_ev["active_close_rate_per_s"]
+            else None,
         }
         fix_ev = {
             "ranked": ["connection_reuse", "tcp_tw_reuse", "wider_port_range"],

@@ -1,0 +1,178 @@
+"""Sweeps: lab runs over a grid of loads, each point measured and predicted.
+
+scripts/sweep writes a sweep directory: sweep.json (kind, grid) and
+points/<name>/ (one ordinary lab run each). This module measures every point
+from its own files, asks analysis.models for the prediction with that point's
+measured parameters, and writes aq_sweep.csv or tw_sweep.csv, sweep.md and
+plots/sweep.png.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import models
+from .run import Run, RunDataError, read_table
+from .schemas import DERIVED_TABLES
+
+
+def _window_counters(run: Run, netns: int, t0: float, t1: float) -> tuple[dict[str, float], float]:
+    """Counter deltas over the samples that fall inside [t0, t1], and the seconds they cover."""
+    c = run.table("counters")
+    c = c[c["netns"] == netns]
+    times = np.sort(c["time_s"].unique())
+    inside = times[(times > t0) & (times <= t1 + 0.5)]
+    if len(inside) < 2:
+        raise RunDataError(f"{run.path}/counters.csv: fewer than 2 samples inside the load window")
+    # The first sample inside closes an interval that began before the load;
+    # count from it, so every delta summed lies wholly inside the window.
+    used = c[c["time_s"].isin(inside[1:])]
+    deltas = used.groupby("counter")["delta"].sum().to_dict()
+    return {k: float(v) for k, v in deltas.items()}, float(inside[-1] - inside[0])
+
+
+def accept_queue_point(run: Run) -> dict[str, Any]:
+    lab = run.lab or {}
+    srv = lab.get("server") or {}
+    stats = srv.get("stats") or {}
+    if "service_seconds" not in stats:
+        raise RunDataError(
+            f"{run.path}/metadata.json: no server stats with service_seconds (an accept-overflow lab run?)"
+        )
+    cli = lab.get("client") or {}
+    ino = int(srv["netns_inode"])
+    conns = run.table("connects")
+    t0 = conns["start_unix_ns"].min() / 1e9
+    t1 = conns["start_unix_ns"].max() / 1e9
+    deltas, seconds = _window_counters(run, ino, t0, t1)
+    overflows = deltas.get("ListenOverflows", 0.0)
+    opens = deltas.get("PassiveOpens", 0.0)
+    attempts = overflows + opens
+    lam = attempts / seconds
+    mu = stats["accepted"] / stats["service_seconds"] if stats["service_seconds"] > 0 else 0.0
+    aq = run.table("aq_listener")
+    aq = aq[(aq["netns"] == ino) & (aq["lport"] == int(srv["port"]))]
+    limit = int(aq["limit"].max())
+    k = models.accept_queue_capacity(limit)
+    mm = models.mm1k(lam, mu, k)
+    delay_s = float(stats.get("accept_delay_ms", 0.0)) / 1000.0
+    mean_service = 1.0 / mu if mu > 0 else 0.0
+    dist = stats.get("accept_delay_dist", "fixed")
+    sim = models.simulate(
+        lam,
+        k,
+        mean_service,
+        service="exp" if dist == "exp" else "det",
+        # The accept loop's own cost (timer slack, accept(), handing off)
+        # comes on top of the configured delay: the floor of the service time.
+        service_floor_s=max(mean_service - delay_s, 0.0),
+    )
+    ok = conns[conns["result"] == "ok"]
+    waits = (ok["first_byte_us"].astype(float) - ok["connect_us"].astype(float)).dropna() / 1000.0
+    # A wait of a second or more is a retransmitted final ACK or request, not queueing.
+    waits = waits[waits < 900]
+    p_measured = overflows / attempts if attempts else 0.0
+    m = re.search(r"-rate (\S+)", str(cli.get("load", "")))
+    rate_offered = float(m.group(1)) if m else float("nan")
+    # The same model fed the offered rate of NEW connections only: what a capacity
+    # plan without retries would predict. The gap to p_mm1k is what retries add.
+    naive = models.mm1k(rate_offered, mu, k) if m else None
+    return {
+        "point": run.path.name,
+        "rate_offered": rate_offered,
+        "backlog": int(srv.get("backlog_requested", 0)),
+        "limit": limit,
+        "capacity_k": k,
+        "lam": lam,
+        "mu": mu,
+        "rho": lam / mu if mu else float("inf"),
+        "attempts": int(attempts),
+        "p_measured": p_measured,
+        "p_mm1k": mm.p_block,
+        "p_sim": sim.p_block,
+        "p_mm1k_offered": naive.p_block if naive else float("nan"),
+        "wait_ms_measured": float(waits.mean()) if not waits.empty else float("nan"),
+        "wait_ms_mm1k": mm.wait_s * 1000.0,
+        "abs_error": mm.p_block - p_measured,
+    }
+
+
+def time_wait_point(run: Run) -> dict[str, Any]:
+    cli = (run.lab or {}).get("client") or {}
+    if "port_range" not in cli:
+        raise RunDataError(f"{run.path}/metadata.json: no client port_range (a time-wait lab run?)")
+    lo, hi = (int(x) for x in str(cli["port_range"]).split())
+    ports = hi - lo + 1
+    rate = float(cli["rate_per_s"])
+    load_s = float(cli["load_seconds"])
+    conns = run.table("connects")
+    t0 = conns["start_unix_ns"].min()
+    fails = conns[conns["errno"] == "EADDRNOTAVAIL"]
+    tw = run.table("tw_sockets")
+    tw = tw[tw["netns"] == int(cli["netns_inode"])]
+    per_sample = tw.groupby("time_s")["count"].sum()
+    first = models.tw_first_failure(rate, ports, load_s)
+    return {
+        "point": run.path.name,
+        "rate": rate,
+        "ports": ports,
+        "load_s": load_s,
+        "tw_predicted": models.tw_level(rate, load_s, ports),
+        "tw_measured": int(per_sample.max()) if not per_sample.empty else 0,
+        "first_fail_s_predicted": first,
+        "first_fail_s_measured": (fails["start_unix_ns"].min() - t0) / 1e9 if not fails.empty else None,
+        "fail_fraction_predicted": models.tw_fail_fraction(rate, ports, load_s),
+        "fail_fraction_measured": len(fails) / len(conns) if len(conns) else 0.0,
+    }
+
+
+KINDS = {
+    "accept-queue": ("aq_sweep", accept_queue_point),
+    "time-wait": ("tw_sweep", time_wait_point),
+}
+
+
+def write(sweep_dir: str | Path) -> tuple[Path, pd.DataFrame]:
+    from . import plots
+    from .wording import sweep_markdown
+
+    d = Path(sweep_dir)
+    cfg_path = d / "sweep.json"
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDataError(f"{cfg_path}: missing; is {d} a directory written by scripts/sweep?") from None
+    except json.JSONDecodeError as e:
+        raise RunDataError(f"{cfg_path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    if cfg.get("kind") not in KINDS:
+        raise RunDataError(f"{cfg_path}: kind must be one of {sorted(KINDS)}, not {cfg.get('kind')!r}")
+    table_name, measure = KINDS[cfg["kind"]]
+    rows = []
+    for p in sorted((d / "points").glob("*/metadata.json")):
+        rows.append(measure(Run.open(p.parent)))
+    if not rows:
+        raise RunDataError(f"{d}/points: no finished point to analyse")
+    t = DERIVED_TABLES[table_name]
+    df = pd.DataFrame(rows, columns=t.column_names)
+    out = d / t.file
+    df.to_csv(out, index=False)
+    df = read_table(out, t)
+    fig = plots.sweep(cfg["kind"], df)
+    plots.save(fig, d / "plots" / "sweep.png")
+    md = d / "sweep.md"
+    md.write_text(sweep_markdown(cfg["kind"], df, "plots/sweep.png"))
+    return md, df
+
+
+def load(sweep_dir: str | Path) -> tuple[str, pd.DataFrame]:
+    """(kind, table) of an analysed sweep directory (notebooks)."""
+    d = Path(sweep_dir)
+    kind = json.loads((d / "sweep.json").read_text())["kind"]
+    t = DERIVED_TABLES[KINDS[kind][0]]
+    return kind, read_table(d / t.file, t)
