@@ -11,13 +11,23 @@ NETNS     ?=
 PROBES    ?=
 OUT       ?=
 RUN       ?= runs/latest
+A         ?= defaults
+B         ?=
+REPEAT    ?= 3
+SET       ?=
+KIND      ?= accept-queue
+RATES     ?=
+BACKLOGS  ?=
+SECONDS   ?=
+PORT      ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: help setup doctor demo test lab capture report validate bench lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture report validate compare sweep notebook bench lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN (see README.md)"
+	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN A B REPEAT SET KIND RATES BACKLOGS SECONDS PORT"
+	@echo "  (see README.md)"
 
 setup: ## install apt packages, .venv and Go lab binaries (idempotent)
 	@scripts/setup
@@ -44,6 +54,20 @@ report: setup ## (re)write verdicts.json, report.md and plots for RUN (default r
 
 validate: setup ## check RUN's CSV files against the data contract
 	@$(PY) -m analysis validate $(RUN)
+
+compare: setup ## A/B profiles: make compare LAB=time-wait VARIANT=exhaust A=defaults B=short-lived-clients REPEAT=3
+	@[[ -n "$(VARIANT)" && -n "$(B)" ]] || { echo "make compare needs VARIANT= and B= (A defaults to defaults)" >&2; exit 2; }
+	@scripts/compare $(LAB) $(VARIANT) $(A) $(B) --repeat $(REPEAT) $(foreach s,$(SET),--set $(s)) $(if $(OUT),--out $(OUT))
+
+sweep: setup ## model check: make sweep KIND=accept-queue|time-wait [RATES=.. BACKLOGS=.. SECONDS=..]
+	@scripts/sweep $(KIND) $(if $(RATES),--rates $(RATES)) $(if $(BACKLOGS),--backlogs $(BACKLOGS)) \
+		$(if $(SECONDS),--seconds $(SECONDS)) $(if $(OUT),--out $(OUT))
+
+notebook: setup ## Jupyter on 127.0.0.1:8888 (PORT=) over notebooks/: RUN, latest sweeps and comparison
+	@RUN=$(abspath $(RUN)) SWEEP=$(abspath runs/latest-sweep-accept-queue) TW_SWEEP=$(abspath runs/latest-sweep-time-wait) \
+		COMPARE=$(abspath runs/latest-compare) PYTHONPATH=$(CURDIR) MPLBACKEND=module://matplotlib_inline.backend_inline \
+		.venv/bin/jupyter notebook --no-browser --allow-root --ip 127.0.0.1 --port $(PORT) \
+		--ServerApp.root_dir=$(CURDIR)/notebooks
 
 bench: setup ## in-kernel cost per event of each probe on its lab's traffic (bpf_stats)
 	@scripts/bench
