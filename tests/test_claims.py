@@ -143,3 +143,118 @@ def test_go_listen_uses_kernel_somaxconn(kernel) -> None:
         p.terminate()
         p.wait(timeout=10)
     assert send_q == int(Path("/proc/sys/net/core/somaxconn").read_text()) == 4096
+
+
+# --- Claims checked in the models/comparisons round (docs/claims.md, C46+) ----------
+
+
+def _goroot() -> Path:
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    return Path(subprocess.run([go, "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip())
+
+
+def _kallsyms() -> set[str]:
+    return {line.split()[2] for line in Path("/proc/kallsyms").read_text().splitlines() if len(line.split()) >= 3}
+
+
+def test_accept_eagain_means_empty_not_full() -> None:
+    """C09: accept() EAGAIN means the accept queue is EMPTY (non-blocking), not full."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        srv.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            srv.accept()  # nothing queued: EAGAIN
+        with socket.create_connection(srv.getsockname(), timeout=2):
+            for _ in range(100):
+                try:
+                    conn, _ = srv.accept()  # one queued: accept succeeds
+                    conn.close()
+                    break
+                except BlockingIOError:
+                    time.sleep(0.01)
+            else:
+                pytest.fail("queued connection was never accepted")
+
+
+@pytest.mark.integration
+def test_invented_kernel_symbols_do_not_exist(kernel) -> None:
+    """C11: sys_accept4, reqsk_queue_added, tcp_time_wait_kill (named in the seeds) are not kernel functions."""
+    syms = _kallsyms()
+    assert {"__x64_sys_accept4", "inet_csk_reqsk_queue_add", "inet_twsk_kill", "tcp_v4_conn_request"} <= syms
+    assert not {"sys_accept4", "sys_accept", "reqsk_queue_added", "tcp_time_wait_kill"} & syms
+
+
+@pytest.mark.integration
+def test_tracepoint_names_from_the_seeds(kernel) -> None:
+    """C11: inet_sock_set_state is in sock:, not net:; there is no tcp:tcp_set_state tracepoint."""
+    events = Path("/sys/kernel/tracing/events")
+    if not events.is_dir():
+        events = Path("/sys/kernel/debug/tracing/events")
+    assert (events / "sock" / "inet_sock_set_state").is_dir()
+    assert not (events / "net" / "inet_sock_set_state").exists()
+    assert (events / "tcp").is_dir() and not (events / "tcp" / "tcp_set_state").exists()
+    # Half-open requests are TCP_NEW_SYN_RECV sockets in the established hash (4.4+), not a syn_table.
+    assert "TCP_NEW_SYN_RECV" in (events / "sock" / "inet_sock_set_state" / "format").read_text()
+
+
+def test_go_calls_epoll_pwait_not_epoll_wait() -> None:
+    """C20: strace -e epoll_wait / tracepoint:syscalls:sys_enter_epoll_wait see nothing of Go's netpoller."""
+    src = (_goroot() / "src" / "runtime" / "netpoll_epoll.go").read_text()
+    assert "EpollWait(" in src
+    defs = (_goroot() / "src" / "internal" / "runtime" / "syscall" / "linux" / "defs_linux_amd64.go").read_text()
+    assert "SYS_EPOLL_PWAIT" in defs and "SYS_EPOLL_WAIT " not in defs
+
+
+def test_so_reuseport_not_set_by_go() -> None:
+    """C17: Go's Linux listeners set SO_REUSEADDR only; SO_REUSEPORT needs ListenConfig.Control."""
+    src = (_goroot() / "src" / "net" / "sockopt_linux.go").read_text()
+    assert "SO_REUSEADDR" in src and "SO_REUSEPORT" not in src
+
+
+def test_go_runtime_constants() -> None:
+    """C19: goroutine stacks start at 2 KB (confirmed); no 'GOMAXPROCS x 4' thread rule (cap 10000)."""
+    rt = _goroot() / "src" / "runtime"
+    assert "stackMin = 2048" in (rt / "stack.go").read_text()
+    assert "maxmcount = 10000" in (rt / "proc.go").read_text()
+
+
+def test_epoll_max_user_watches_is_memory_based() -> None:
+    """C26: max_user_watches is not 65536 nor file-max/256: it is 4 % of low memory / per-watch cost."""
+    watches = int(Path("/proc/sys/fs/epoll/max_user_watches").read_text())
+    file_max = int(Path("/proc/sys/fs/file-max").read_text())
+    assert watches != 65536 and watches != file_max // 256
+    mem_kb = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+    # EP_ITEM_COST is ~128-200 bytes depending on the build: the watch limit scales with RAM.
+    assert mem_kb * 1024 / 25 / 250 < watches < mem_kb * 1024 / 25 / 100
+
+
+def test_linger_zero_sends_rst() -> None:
+    """C37: SO_LINGER with timeout 0 makes close() reset the connection (no FIN, no TIME_WAIT)."""
+    import struct
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        cli = socket.create_connection(srv.getsockname(), timeout=2)
+        conn, _ = srv.accept()
+        with conn:
+            cli.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            port = cli.getsockname()[1]
+            cli.close()
+            conn.settimeout(2)
+            with pytest.raises(ConnectionResetError):
+                conn.recv(1)
+        tw = subprocess.run(["ss", "-tanH", "state", "time-wait", f"sport = :{port}"], capture_output=True, text=True)
+        assert tw.stdout.strip() == ""
+
+
+def test_swappiness_default_and_range() -> None:
+    """C39: vm.swappiness default 60 (confirmed here); the range is 0-200 since 5.8, not 0-100."""
+    assert Path("/proc/sys/vm/swappiness").read_text().strip() == "60"
+
+
+def test_tw_recycle_is_gone() -> None:
+    """C45: the seeds still set tcp_tw_recycle=0; the key was removed in Linux 4.12."""
+    assert not Path("/proc/sys/net/ipv4/tcp_tw_recycle").exists()
+    assert Path("/proc/sys/net/ipv4/tcp_tw_reuse").exists()
