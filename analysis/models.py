@@ -66,6 +66,7 @@ def simulate(
     service: str = "exp",
     service_floor_s: float = 0.0,
     batch: int = 1,
+    arrivals: str = "poisson",
     customers: int = 20000,
     seed: int = 1,
 ) -> QueuePrediction:
@@ -74,7 +75,9 @@ def simulate(
     service: "exp" (exponential with mean service_mean_s - service_floor_s, plus
     the floor: the measured accept loop never takes less than its overhead) or
     "det" (always service_mean_s). batch > 1: arrivals come in groups of that
-    size at rate lam / batch (bursts), Poisson between groups.
+    size at rate lam / batch (bursts); arrivals "poisson" (exponential gaps
+    between arrivals or groups) or "periodic" (groups exactly 1 / (lam / batch)
+    apart, like the lab's bursts).
     """
     if lam <= 0:
         return QueuePrediction(0.0, 0.0, 0.0, 0.0)
@@ -89,7 +92,11 @@ def simulate(
     if batch > 1:
         kwargs["batching_distributions"] = [ciw.dists.Deterministic(value=batch)]
     net = ciw.create_network(
-        arrival_distributions=[ciw.dists.Exponential(rate=lam / batch)],
+        arrival_distributions=[
+            ciw.dists.Deterministic(value=batch / lam)
+            if arrivals == "periodic"
+            else ciw.dists.Exponential(rate=lam / batch)
+        ],
         service_distributions=[svc],
         number_of_servers=[1],
         queue_capacities=[k - 1],

@@ -132,6 +132,42 @@ def time_wait_point(run: Run) -> dict[str, Any]:
     }
 
 
+def burst_point(run: Run) -> dict[str, Any]:
+    """The sizing lab's bursts against the simulation: periodic bursts, deterministic service.
+
+    Predicted: the share of each burst's connections whose first attempt finds
+    the queue full (no retries in the model). Measured: the share of the lab's
+    connections whose connect took >= 0.9 s, i.e. waited for a SYN retry.
+    """
+    lab = run.lab or {}
+    srv, cli = lab.get("server") or {}, lab.get("client") or {}
+    stats = srv.get("stats") or {}
+    load = str(cli.get("load", ""))
+    m_burst, m_every = re.search(r"-burst (\d+)", load), re.search(r"-burst-every (\d+(?:\.\d+)?)s", load)
+    if not (m_burst and m_every and stats.get("accepted")):
+        raise RunDataError(f"{run.path}/metadata.json: not a burst-mode accept-overflow run with server stats")
+    burst, every = int(m_burst.group(1)), float(m_every.group(1))
+    service = float(stats.get("service_seconds") or 0) / stats["accepted"] or float(stats["accept_delay_ms"]) / 1000
+    aq = run.table("aq_listener")
+    aq = aq[(aq["netns"] == int(srv["netns_inode"])) & (aq["lport"] == int(srv["port"]))]
+    limit = int(aq["limit"].max())
+    k = models.accept_queue_capacity(limit)
+    sim = models.simulate(
+        burst / every, k, service, service="det", batch=burst, arrivals="periodic", customers=burst * 50
+    )
+    conns = run.table("connects")
+    waited = float((conns["connect_us"] >= 900_000).mean())
+    return {
+        "burst": burst,
+        "every_s": every,
+        "limit": limit,
+        "capacity_k": k,
+        "service_ms": round(service * 1000, 3),
+        "p_first_attempt_blocked_sim": round(sim.p_block, 3),
+        "p_waited_syn_retry_measured": round(waited, 3),
+    }
+
+
 KINDS = {
     "accept-queue": ("aq_sweep", accept_queue_point),
     "time-wait": ("tw_sweep", time_wait_point),

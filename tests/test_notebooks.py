@@ -23,7 +23,7 @@ NOTEBOOK_ENV = {
     "time_wait": {"RUN": "time-wait-exhaust"},
     "epoll": {"RUN": "epoll-busy"},
     "retransmits": {"RUN": "retransmit-loss1"},
-    "models": {"SWEEP": "sweep-accept-queue", "TW_SWEEP": "sweep-time-wait"},
+    "models": {"SWEEP": "sweep-accept-queue", "TW_SWEEP": "sweep-time-wait", "BURST_RUN": "accept-overflow-sizing"},
     "comparisons": {"COMPARE": "compare-time-wait-exhaust"},
 }
 # Text each notebook must have told, not only plotted.
@@ -32,7 +32,7 @@ NOTEBOOK_TELLS = {
     "time_wait": "**symptom**",
     "epoll": "**symptom**",
     "retransmits": "**symptom**",
-    "models": "Mean absolute error of M/M/1/K",
+    "models": "of first attempts blocked; measured",
     "comparisons": "**Verdict:**",
 }
 

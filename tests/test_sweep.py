@@ -31,6 +31,13 @@ def test_accept_queue_point_of_a_queue_run() -> None:
     assert abs(p["p_sim"] - p["p_measured"]) < 0.05
 
 
+def test_burst_simulation_against_the_sizing_lab() -> None:
+    """Periodic bursts of 100, deterministic 2 ms accepts, limit 16: about 82 % of first attempts blocked."""
+    b = sweep.burst_point(Run.open(fixture_run("accept-overflow-sizing")))
+    assert (b["burst"], b["limit"], b["capacity_k"]) == (100, 16, 18)
+    assert abs(b["p_first_attempt_blocked_sim"] - b["p_waited_syn_retry_measured"]) < 0.05, b
+
+
 def test_point_of_the_wrong_lab_is_a_clear_error() -> None:
     with pytest.raises(RunDataError, match="port_range"):
         sweep.time_wait_point(Run.open(fixture_run("accept-overflow-sizing")))
