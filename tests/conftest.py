@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -47,6 +48,17 @@ def kernel() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"integration test cannot run on CI: {problem}")
         pytest.skip(problem)
+
+
+def sigint_default() -> None:
+    """preexec_fn for Ctrl-C tests: SIGINT back to its default in the child.
+
+    A test run launched in the background (`make test &`, nohup, some CI
+    runners) inherits SIGINT *ignored*, and a shell cannot trap a signal that
+    was ignored when it started, so a Ctrl-C test would test the launcher, not
+    the script. A terminal's Ctrl-C always reaches a foreground script with
+    SIGINT at its default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def leftovers(tag: str) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.run import Run
-from tests.conftest import ROOT, leftovers
+from tests.conftest import ROOT, leftovers, sigint_default
 
 pytestmark = pytest.mark.integration
 
@@ -119,6 +119,7 @@ def test_ctrl_c_leaves_nothing_behind(kernel, tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_default,
     )
     deadline = time.time() + 30
     while not (out / ".capture-ready").exists() and time.time() < deadline:

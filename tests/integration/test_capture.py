@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.run import Run
-from tests.conftest import ROOT, leftovers
+from tests.conftest import ROOT, leftovers, sigint_default
 
 pytestmark = pytest.mark.integration
 CAPTURE = str(ROOT / "scripts" / "capture")
@@ -88,7 +88,12 @@ def test_capture_of_a_real_overflow_matches_the_contract(kernel, tmp_path: Path)
 def test_ctrl_c_stops_cleanly(kernel, tmp_path: Path, duration: str, complete: bool) -> None:
     """Ctrl-C before a set duration: incomplete. With no duration, Ctrl-C is the normal end."""
     run_dir = tmp_path / f"d{duration}"
-    p = subprocess.Popen([CAPTURE, "-d", duration, "-q", "-o", str(run_dir)], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [CAPTURE, "-d", duration, "-q", "-o", str(run_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
+    )
     wait_ready(run_dir)
     time.sleep(1.5)
     p.send_signal(signal.SIGINT)
