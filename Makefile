@@ -40,7 +40,7 @@ demo: setup ## run the accept-overflow lab end to end and print the run director
 	@scripts/lab accept-overflow $(VARIANT)
 
 test: setup ## run the whole test suite (unit + integration with real bpftrace)
-	@$(PY) -m pytest -q $(PYTEST_ARGS)
+	@$(PY) -m pytest -q --durations=8 $(PYTEST_ARGS)
 
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 	@scripts/lab $(LAB) $(VARIANT)

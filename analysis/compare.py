@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .run import Run, RunDataError, read_table
+from .run import Run, RunDataError, read_json, read_table
 from .schemas import DERIVED_TABLES
 
 CONFIDENCE = 0.95
@@ -148,13 +148,7 @@ def run_metrics(run: Run) -> dict[str, float]:
 
 def collect(comparison: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     """compare.json and the long table of (run, profile, side, repeat, metric, value)."""
-    cfg_path = comparison / "compare.json"
-    try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDataError(f"{cfg_path}: missing; is {comparison} a directory written by scripts/compare?") from None
-    except json.JSONDecodeError as e:
-        raise RunDataError(f"{cfg_path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    cfg = read_json(comparison / "compare.json", f"is {comparison} a directory written by scripts/compare?")
     rows = []
     for entry in cfg.get("runs", []):
         run_dir = comparison / "runs" / entry["run"]

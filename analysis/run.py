@@ -65,6 +65,16 @@ def read_table(path: Path, table: Table) -> pd.DataFrame:
         raise RunDataError("\n".join(parts) + (f"\n... and {more} more" if more > 0 else "")) from None
 
 
+def read_json(path: Path, hint: str) -> Any:
+    """A JSON file the analysis needs, or a RunDataError naming the file (and line) and what it should be."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDataError(f"{path}: missing; {hint}") from None
+    except json.JSONDecodeError as e:
+        raise RunDataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+
+
 @dataclass
 class Run:
     """A run directory: metadata.json plus the CSV tables of the data contract."""
@@ -78,12 +88,7 @@ class Run:
         if not p.is_dir():
             raise RunDataError(f"{p}: not a run directory (no such folder)")
         meta_path = p / "metadata.json"
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise RunDataError(f"{meta_path}: missing; is {p} a run directory written by scripts/capture?") from None
-        except json.JSONDecodeError as e:
-            raise RunDataError(f"{meta_path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        meta = read_json(meta_path, f"is {p} a run directory written by scripts/capture?")
         missing = [k for k in REQUIRED_METADATA if k not in meta]
         if missing:
             raise RunDataError(f"{meta_path}: missing keys {missing}")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import models
-from .run import Run, RunDataError, read_table
+from .run import Run, RunDataError, read_json, read_table
 from .schemas import DERIVED_TABLES
 
 
@@ -180,12 +180,7 @@ def write(sweep_dir: str | Path) -> tuple[Path, pd.DataFrame]:
 
     d = Path(sweep_dir)
     cfg_path = d / "sweep.json"
-    try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDataError(f"{cfg_path}: missing; is {d} a directory written by scripts/sweep?") from None
-    except json.JSONDecodeError as e:
-        raise RunDataError(f"{cfg_path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    cfg = read_json(cfg_path, f"is {d} a directory written by scripts/sweep?")
     if cfg.get("kind") not in KINDS:
         raise RunDataError(f"{cfg_path}: kind must be one of {sorted(KINDS)}, not {cfg.get('kind')!r}")
     table_name, measure = KINDS[cfg["kind"]]

@@ -76,3 +76,22 @@ def test_fixture_files_match_the_contract(name: str) -> None:
     d = fixture_run(name)
     read_table(d / "runs.csv", DERIVED_TABLES["compare_runs"])
     read_table(d / "summary.csv", DERIVED_TABLES["compare_summary"])
+
+
+def test_not_a_comparison_directory_is_a_clear_error(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    for cmd, name in (("compare", "compare.json"), ("sweep", "sweep.json")):
+        r = subprocess.run(
+            [sys.executable, "-m", "analysis", cmd, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 2
+        assert f"{tmp_path}/{name}: missing" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "compare.json").write_text('{"lab": "x",\n "runs": [}\n')
+    r = subprocess.run(
+        [sys.executable, "-m", "analysis", "compare", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 2 and f"{tmp_path}/compare.json:2: invalid JSON" in r.stderr

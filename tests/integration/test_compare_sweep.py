@@ -12,23 +12,11 @@ import pandas as pd
 from analysis.run import read_table
 from analysis.schemas import DERIVED_TABLES
 from tests.conftest import ROOT, leftovers
-
-# Host values of every key a profile may set: a comparison must leave them as they were.
-PROFILE_KEYS = [
-    "net/core/somaxconn",
-    "net/ipv4/tcp_max_syn_backlog",
-    "net/ipv4/tcp_syncookies",
-    "net/ipv4/tcp_abort_on_overflow",
-    "net/ipv4/tcp_tw_reuse",
-    "net/ipv4/tcp_fin_timeout",
-    "net/ipv4/ip_local_port_range",
-    "net/ipv4/tcp_timestamps",
-    "net/core/netdev_max_backlog",
-]
+from tests.test_sysctl_profile import KEYS  # every key a profile may set
 
 
 def host_values() -> dict[str, bytes]:
-    return {k: (Path("/proc/sys") / k).read_bytes() for k in PROFILE_KEYS}
+    return {k: (Path("/proc/sys") / k).read_bytes() for k in KEYS}
 
 
 def run_script(args: list[str], timeout: int) -> str:
