@@ -202,7 +202,8 @@ def summarise(long: pd.DataFrame) -> pd.DataFrame:
         b = sub[sub["side"] == "B"]["value"].to_numpy(float)
         lo, hi = diff_interval(a, b)
         diff = float(b.mean() - a.mean()) if len(a) and len(b) else float("nan")
-        exact = len(a) > 0 and len(b) > 0 and np.ptp(a) == 0 and np.ptp(b) == 0
+        # One run a side has no spread to speak of, so it is never "exact".
+        exact = len(a) >= 2 and len(b) >= 2 and np.ptp(a) == 0 and np.ptp(b) == 0
         enough = min(len(a), len(b)) >= MIN_RUNS_FOR_INTERVAL or exact
         significant = bool(enough and np.isfinite(lo) and (lo > 0 or hi < 0))
         if significant and not exact:

@@ -4,7 +4,10 @@ Accept queue: a single-server finite queue. The kernel queues a completed
 handshake while sk_ack_backlog <= limit (its full test is `>`), so limit + 1
 wait in the queue, and one more is "in service" (accepted, being handed off
 while the accept loop is busy), hence K = limit + 2. Arrivals that find it full
-are dropped (ListenOverflows): a loss system, M/M/1/K in closed form, and a
+are dropped (ListenOverflows). (The probe sees depth limit + 2 at saturation
+too: two CPUs completing handshakes at once can both pass the lockless full
+test; K = limit + 1 fits the sweep about as well, see sweep.md.) A loss
+system, then: M/M/1/K in closed form, and a
 ciw simulation for what the closed form cannot do (deterministic or shifted
 service times, bursts). What none of them model: retries (a dropped SYN or
 final ACK comes back 1 s later, so measured attempt rates include them) and
@@ -13,7 +16,9 @@ stalls (a server that stops accepting is not a stationary queue at all).
 TIME_WAIT: an active close holds its port toward that (address, port) for
 60 s (TCP_TIMEWAIT_LEN, not a sysctl), so by Little's law TW = rate x 60 s,
 and without tcp_tw_reuse the sustainable rate toward one endpoint is
-ports / 60 s.
+ports / 60 s. Measured here the sockets live about 2 s longer (the 60 s timer
+sits on a coarse level of the kernel's timer wheel and fires late), which
+shows as a few TIME_WAIT sockets and failures more than predicted.
 """
 
 from __future__ import annotations

@@ -165,9 +165,7 @@ def comparison(long: pd.DataFrame, summary: pd.DataFrame, cfg: dict) -> Figure:
         ax.set_title(f"{row['label']}{mark}", fontsize=7)
         ax.tick_params(axis="y", labelsize=7)
         ax.set_xlim(-0.6, 1.6)
-    fig.suptitle(
-        f"{cfg.get('lab')} / {cfg.get('variant')}: per-run values (bar = mean, * = 95 % CI excludes 0)", fontsize=9
-    )
+    fig.suptitle(f"{cfg.get('lab')} / {cfg.get('variant')}: per-run values (bar = mean, * = significant)", fontsize=9)
     fig.tight_layout()
     return fig
 

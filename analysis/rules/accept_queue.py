@@ -109,8 +109,11 @@ def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     # Runs of consecutive intervals that overflowed and still had a queue at
     # their end while accepts went on: the accept loop never caught up. After
     # a burst (sizing) the queue drains before the interval ends.
+    # "A queue" means at least a quarter of the limit, so a sample that lands in
+    # the last milliseconds of a burst's drain does not turn sizing into capacity.
+    backlog_left = rows["depth_now"] >= (rows["limit"] // 4).clip(lower=1)
     busy_full = (
-        ((nearly_full_at_end | ((rows["depth_now"] > 0) & (rows["full_events"] > 0))) & (rows["accepted"] > 0))
+        ((nearly_full_at_end | (backlog_left & (rows["full_events"] > 0))) & (rows["accepted"] > 0))
         .astype(int)
         .tolist()
     )
@@ -147,7 +150,7 @@ def _model(
     retries included, as the model cannot tell them apart) and mu = accepts/s,
     both over the intervals that overflowed and ended with a queue (the accept
     loop was never idle then). sizing: a burst of B new connections into room for K loses B - K first
-    attempts (B = passive opens per active interval).
+    attempts (B = the most passive opens in one interval).
     stall: no model; a stopped server has no service rate.
     """
     if cause_class == "stall":
@@ -160,10 +163,9 @@ def _model(
     measured_pct = round(100 * overflows / attempts, 1) if attempts else None
     if cause_class == "sizing":
         # Every connection is passively opened once, whatever its retries, so
-        # opens per interval estimate the new connections per burst (bursts
-        # at most once per interval).
-        busy = win[win["PassiveOpens"] > 0]
-        burst = round(float(busy["PassiveOpens"].mean())) if len(busy) else 0
+        # the busiest interval's opens bound a burst from below (retries
+        # spread the rest of a burst over the following intervals).
+        burst = int(win["PassiveOpens"].max()) if len(win) else 0
         lost = max(burst - k, 0)
         return {
             "kind": "burst",

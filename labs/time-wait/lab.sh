@@ -51,7 +51,10 @@ lab_params() {
 		;;
 	steady) RATE=${RATE:-50} LOAD_SECONDS=${LOAD_SECONDS:-66} PORT_RANGE="32768 60999" ;;
 	esac
-	LAB_SUMMARY="client ports ${PORT_RANGE/ /-}, tcp_tw_reuse=$TW_REUSE${FIN_TIMEOUT:+, tcp_fin_timeout=$FIN_TIMEOUT}, $RATE conn/s for ${LOAD_SECONDS}s, $REQS request(s) per connection"
+	local tuning="tcp_tw_reuse=$TW_REUSE${FIN_TIMEOUT:+, tcp_fin_timeout=$FIN_TIMEOUT}"
+	# Under a profile the variant's tuning is not applied (see lab_setup_netns).
+	[[ -z ${PROFILE:-} ]] || tuning="tcp_tw_reuse and tcp_fin_timeout from profile $PROFILE"
+	LAB_SUMMARY="client ports ${PORT_RANGE/ /-}, $tuning, $RATE conn/s for ${LOAD_SECONDS}s, $REQS request(s) per connection"
 	LAB_MAX_SECONDS=$((LOAD_SECONDS + HOLD_SECONDS + 120))
 }
 

@@ -149,7 +149,7 @@ func plan(cfg config) (int, func(i int) time.Duration) {
 			// until the duration is reached, reproducible from the seed.
 			rng := rand.New(rand.NewPCG(cfg.seed, 0xa77))
 			var at []time.Duration
-			for t := rng.ExpFloat64() / cfg.rate; t*float64(time.Second) < float64(cfg.duration); t += rng.ExpFloat64() / cfg.rate {
+			for t := rng.ExpFloat64() / cfg.rate; t*float64(time.Second) < float64(cfg.duration) && len(at) < cfg.maxConns; t += rng.ExpFloat64() / cfg.rate {
 				at = append(at, time.Duration(t*float64(time.Second)))
 			}
 			n = len(at)
