@@ -31,7 +31,7 @@ def test_short_lived_clients_removes_eaddrnotavail(kernel, tmp_path: Path) -> No
     run_script(
         [
             str(ROOT / "scripts/compare"),
-            *["time-wait", "exhaust", "defaults", "short-lived-clients", "--repeat", "2"],
+            *["time-wait", "exhaust", "defaults", "short-lived-clients", "--repeat", "2", "--set", "LOAD_SECONDS=4"],
             "--out",
             str(out),
         ],
@@ -42,8 +42,8 @@ def test_short_lived_clients_removes_eaddrnotavail(kernel, tmp_path: Path) -> No
     v = json.loads((out / "verdict.json").read_text())
     head = v["headline"]
     assert head["metric"] == "eaddrnotavail"
-    # 200 ports, 100 conn/s for 6 s: about 400 of 600 attempts fail under defaults.
-    assert head["a_mean"] >= 300 and head["b_mean"] == 0, head
+    # 200 ports, 100 conn/s for 4 s: about 200 of 400 attempts fail under defaults.
+    assert head["a_mean"] >= 150 and head["b_mean"] == 0, head
     assert head["outcome"] == "removes" and head["significant"]
     # The run order is interleaved, and each run carries its profile.
     runs = json.loads((out / "compare.json").read_text())["runs"]

@@ -59,7 +59,7 @@ def test_no_loss_no_finding(kernel, tmp_path: Path) -> None:
     assert findings(run) == []
 
 
-def test_time_wait_exhaust_vs_reuse_vs_keepalive(kernel, tmp_path: Path) -> None:
+def test_time_wait_exhaust_vs_keepalive(kernel, tmp_path: Path) -> None:
     def eaddrnotavail(run: Run) -> tuple[int, int]:
         c = run.table("tw_connect")
         probe = int(c.loc[c["errno"] == time_wait.EADDRNOTAVAIL, "calls"].sum())
@@ -71,7 +71,9 @@ def test_time_wait_exhaust_vs_reuse_vs_keepalive(kernel, tmp_path: Path) -> None
     assert probe > 0 and client > 0
     (f,) = findings(exhaust, "time_wait_exhaustion")
     assert f["status"] == "confirmed"
-    for variant in ("reuse", "keepalive"):
+    # tcp_tw_reuse=1 (variant reuse) is covered by the real A/B comparison in
+    # test_compare_sweep.py (short-lived-clients: 0 EADDRNOTAVAIL); keep CI short.
+    for variant in ("keepalive",):
         run = run_lab("time-wait", variant, tmp_path / variant)
         assert eaddrnotavail(run) == (0, 0), variant
         assert findings(run) == [], variant
