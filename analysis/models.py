@@ -118,8 +118,7 @@ def simulate(
     if total == 0:
         return QueuePrediction(0.0, 0.0, 0.0, 0.0)
     wait = float(np.mean([r.waiting_time for r in served])) if served else float("inf")
-    busy = float(sum(r.service_time for r in served))
-    return QueuePrediction(rejected / total, wait, float("nan"), len(served) / horizon if busy else 0.0)
+    return QueuePrediction(rejected / total, wait, float("nan"), len(served) / horizon)
 
 
 # --- TIME_WAIT -----------------------------------------------------------------
