@@ -34,9 +34,16 @@ def main(argv: list[str] | None = None) -> int:
                 print("no finding")
             print(f"report: {report}")
         elif args.cmd == "validate":
-            counts = Run.open(args.run).validate_all()
+            # What report loads and checks before it analyses, nothing less.
+            run = Run.open(args.run)
+            counts = run.validate_all()
             for name, n in counts.items():
-                print(f"{name}: {n} rows ok")
+                why = run.missing.get(name)
+                print(f"{name}: {n} rows ok" + (f" (file missing: {why})" if why else ""))
+            if not run.complete:
+                print(f"run incomplete: stop_reason {run.metadata.get('stop_reason')}")
+            for note in run.notes:
+                print(f"note: {note}")
         elif args.cmd == "compare":
             from .compare import write
             from .wording import compare_verdict_line
@@ -56,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             print(schema_doc())
     except RunDataError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # e.g. a run directory that cannot be written into
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     return 0
 

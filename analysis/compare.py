@@ -148,7 +148,9 @@ def run_metrics(run: Run) -> dict[str, float]:
 
 def collect(comparison: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     """compare.json and the long table of (run, profile, side, repeat, metric, value)."""
-    cfg = read_json(comparison / "compare.json", f"is {comparison} a directory written by scripts/compare?")
+    cfg = read_json(
+        comparison / "compare.json", f"is {comparison} a directory written by scripts/compare?", schema="compare"
+    )
     rows = []
     for entry in cfg.get("runs", []):
         run_dir = comparison / "runs" / entry["run"]
@@ -285,7 +287,7 @@ def write(comparison: str | Path) -> tuple[Path, dict[str, Any]]:
     for entry in cfg.get("runs", []):
         meta = d / "runs" / entry["run"] / "metadata.json"
         if meta.is_file():
-            prof = (json.loads(meta.read_text()).get("lab") or {}).get("profile") or {}
+            prof = (Run.open(meta.parent).lab or {}).get("profile") or {}
             caveats |= {f"{entry['profile']}: not applied (global key): {k}" for k in prof.get("skipped_global", [])}
             caveats |= {
                 f"{entry['profile']}: overridden by the lab's scenario: {k}"
@@ -312,4 +314,4 @@ def load(comparison: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, 
     d = Path(comparison)
     long = read_table(d / "runs.csv", DERIVED_TABLES["compare_runs"])
     summary = read_table(d / "summary.csv", DERIVED_TABLES["compare_summary"])
-    return long, summary, json.loads((d / "verdict.json").read_text())
+    return long, summary, read_json(d / "verdict.json", "run: python -m analysis compare DIR", "compare_verdict", True)

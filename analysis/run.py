@@ -1,78 +1,469 @@
 """Load a run directory and check it against the data contract.
 
-Every problem becomes a RunDataError that names the file and, where it can,
-the line: the CLI prints it without a traceback.
+One loader path for every file: bytes are read, decoded by the contract's
+policy (invalid UTF-8 becomes the text \\xNN), parsed as RFC 4180 CSV or JSON,
+typed, range-checked and cross-checked. Every problem becomes a RunDataError
+that reads `file:line: column N (name): what is wrong` (or `file:line: key.path:
+what is wrong` for JSON); the CLI prints it without a traceback.
 """
 
 from __future__ import annotations
 
+import codecs
+import csv
+import io
 import json
+import math
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
-from .schemas import CONTRACT_VERSION, TABLES, Table
+from .schemas import (
+    CONTRACT_VERSION,
+    GAUGE_COUNTERS,
+    JSON_DOCS,
+    SYSCTL_FORMATS,
+    TABLES,
+    TIME_SLACK_INTERVALS,
+    TIME_SLACK_S,
+    Table,
+)
 
-REQUIRED_METADATA = ("data_contract", "started_epoch", "ended_epoch", "complete", "netns", "probes")
+METADATA_SCHEMA_VERSION = 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_PORT_RANGE_RE = re.compile(r"([0-9]{1,5}) ([0-9]{1,5})")
+_UINT_RE = re.compile(r"[0-9]{1,18}")
+MAX_ERRORS = 5
 
 
 class RunDataError(Exception):
     """Bad input: a missing file, a malformed row, a contract mismatch."""
 
 
-def read_table(path: Path, table: Table) -> pd.DataFrame:
+def _json_backslash(e: UnicodeDecodeError) -> tuple[str, int]:
+    # Inside a JSON string "\\xNN" is the four characters \xNN: the CSV policy, kept valid JSON.
+    bad = e.object[e.start : e.end]
+    return "".join(f"\\\\x{b:02x}" for b in bad), e.end
+
+
+codecs.register_error("tq_json_backslash", _json_backslash)
+
+
+def read_bytes(path: Path) -> bytes:
+    """A regular file's bytes, or a RunDataError saying why not."""
     try:
-        header = path.open(encoding="utf-8").readline().rstrip("\n").split(",")
+        st = path.stat()
+    except FileNotFoundError:
+        raise RunDataError(f"{path}: missing") from None
     except OSError as e:
         raise RunDataError(f"{path}: cannot read: {e.strerror}") from None
-    if header == [""]:
+    if stat.S_ISDIR(st.st_mode):
+        raise RunDataError(f"{path}: is a directory, expected a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise RunDataError(f"{path}: not a regular file")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise RunDataError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def decode(data: bytes) -> tuple[str, int | None]:
+    """Text by the contract's policy, and the line of the first invalid UTF-8 byte (None if all valid)."""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        return data.decode("utf-8", errors="backslashreplace"), data.count(b"\n", 0, e.start) + 1
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+@dataclass
+class Loaded:
+    """A validated table, the physical line of each row and what was odd but accepted."""
+
+    df: pd.DataFrame
+    lines: list[int]
+    last_line: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _cell_error(path: Path, line: int, table: Table, col: str, msg: str) -> str:
+    return f"{path}:{line}: column {table.column_names.index(col) + 1} ({col}): {msg}"
+
+
+def _raise(errors: list[str]) -> None:
+    if errors:
+        more = len(errors) - MAX_ERRORS
+        raise RunDataError("\n".join(errors[:MAX_ERRORS]) + (f"\n... and {more} more" if more > 0 else ""))
+
+
+def _parse_rows(path: Path, text: str, table: Table) -> tuple[list[list[str]], list[int], int, list[str]]:
+    """Rows (header checked and dropped), the first physical line of each, the last line, notes."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    blank: list[int] = []
+    header: list[str] | None = None
+    ncol = len(table.column_names)
+    start = 1
+    try:
+        for rec in reader:
+            if not rec:
+                blank.append(start)
+            elif header is None:
+                header = rec
+                if header != table.column_names:
+                    missing = [c for c in table.column_names if c not in header]
+                    extra = [c for c in header if c not in table.column_names]
+                    detail = []
+                    if missing:
+                        detail.append(f"missing {missing}")
+                    if extra:
+                        detail.append(f"unexpected {extra}")
+                    if not detail:
+                        detail.append("columns out of order")
+                    raise RunDataError(
+                        f"{path}:{start}: header does not match schema {table.name} v{table.version}: "
+                        + "; ".join(detail)
+                    )
+            elif len(rec) != ncol:
+                if len(rec) < ncol:
+                    absent = ", ".join(table.column_names[len(rec) :])
+                    what = f"row ends after {len(rec)} fields, expected {ncol} (no {absent})"
+                    col = len(rec) + 1
+                else:
+                    what = f"row has {len(rec)} fields, expected {ncol} (an unquoted comma in a text field?)"
+                    col = ncol + 1
+                raise RunDataError(f"{path}:{start}: column {col}: {what}")
+            else:
+                rows.append(rec)
+                lines.append(start)
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise RunDataError(f"{path}:{reader.line_num or 1}: malformed CSV: {e}") from None
+    last = max(reader.line_num, 1)
+    if header is None:
         raise RunDataError(f"{path}:1: empty file, expected a header row: {','.join(table.column_names)}")
-    if header != table.column_names:
-        missing = [c for c in table.column_names if c not in header]
-        extra = [c for c in header if c not in table.column_names]
-        detail = []
-        if missing:
-            detail.append(f"missing {missing}")
-        if extra:
-            detail.append(f"unexpected {extra}")
-        if not detail:
-            detail.append("columns out of order")
-        raise RunDataError(f"{path}:1: header does not match schema {table.name} v{table.version}: {'; '.join(detail)}")
+    if not text.endswith("\n"):
+        raise RunDataError(f"{path}:{last}: the last line has no line end: the file was cut short")
+    notes = []
+    if blank:
+        notes.append(f"{path.name}: {len(blank)} blank line(s) skipped (line {', '.join(map(str, blank[:5]))})")
+    return rows, lines, last, notes
+
+
+def _typed(path: Path, table: Table, rows: list[list[str]], lines: list[int]) -> pd.DataFrame:
+    errors: list[str] = []
+    data: dict[str, Any] = {}
+    for i, c in enumerate(table.columns):
+        raw = [r[i] for r in rows]
+        if c.dtype == "string":
+            vals: list[Any] = [v if v != "" else None for v in raw]
+            if not c.nullable:
+                errors += [_cell_error(path, lines[k], table, c.name, "empty") for k, v in enumerate(raw) if v == ""]
+            data[c.name] = pd.array(vals, dtype="string")
+            continue
+        out: list[Any] = []
+        for k, v in enumerate(raw):
+            if v == "":
+                if not c.nullable:
+                    errors.append(_cell_error(path, lines[k], table, c.name, "empty, expected a number"))
+                out.append(None)
+            elif c.dtype == "Int64":
+                if not _INT_RE.fullmatch(v):
+                    errors.append(_cell_error(path, lines[k], table, c.name, f"{v!r} is not an integer"))
+                    out.append(None)
+                    continue
+                n = int(v)
+                if not INT64_MIN <= n <= INT64_MAX:
+                    errors.append(_cell_error(path, lines[k], table, c.name, f"{v} does not fit in int64"))
+                    n = 0
+                out.append(n)
+            else:
+                x = float(v) if _FLOAT_RE.fullmatch(v) else None
+                if x is None or not math.isfinite(x):
+                    special = v.lower().lstrip("+-") in ("nan", "inf", "infinity")
+                    what = "is not a finite number" if x is not None or special else "is not a number"
+                    errors.append(_cell_error(path, lines[k], table, c.name, f"{v!r} {what}"))
+                    x = None
+                out.append(x)
+            if len(errors) > MAX_ERRORS:
+                break
+        if c.dtype == "Int64":
+            data[c.name] = pd.array(out, dtype="Int64")
+        else:
+            data[c.name] = np.array([np.nan if x is None else x for x in out], dtype="float64")
+        if len(errors) > MAX_ERRORS:
+            break
+    _raise(errors)
+    return pd.DataFrame(data, columns=table.column_names)
+
+
+def _checks(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> pd.DataFrame:
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except pd.errors.ParserError as e:
-        m = re.search(r"line (\d+)", str(e))
-        where = f":{m.group(1)}" if m else ""
-        raise RunDataError(f"{path}{where}: malformed row ({e})") from None
-    try:
-        return table.schema().validate(df, lazy=True)
+        df = table.schema().validate(df, lazy=True)
     except pa.errors.SchemaErrors as e:
         fc = e.failure_cases
-        rows = fc[fc["index"].notna()].head(5)
+        rows = fc[fc["index"].notna()].head(MAX_ERRORS)
         if rows.empty:
             msg = "; ".join(str(x) for x in fc["check"].head(3))
-            raise RunDataError(f"{path}: does not match schema {table.name} v{table.version}: {msg}") from None
+            raise RunDataError(f"{path}:1: does not match schema {table.name} v{table.version}: {msg}") from None
         parts = [
-            f"{path}:{int(r['index']) + 2}: column {r['column']}: {r['failure_case']!r} fails {r['check']}"
+            _cell_error(
+                path, lines[int(r["index"])], table, str(r["column"]), f"{r['failure_case']!r} fails {r['check']}"
+            )
             for _, r in rows.iterrows()
         ]
         more = len(fc) - len(rows)
         raise RunDataError("\n".join(parts) + (f"\n... and {more} more" if more > 0 else "")) from None
+    errors: list[str] = []
+    if table.key and len(df):
+        dup = df.duplicated(list(table.key), keep="first").to_numpy()
+        if dup.any():
+            keys = list(df[list(table.key)].astype(object).itertuples(index=False, name=None))
+            first: dict[tuple, int] = {}
+            for i, k in enumerate(keys):
+                first.setdefault(k, i)
+                if dup[i] and len(errors) < MAX_ERRORS:
+                    errors.append(
+                        f"{path}:{lines[i]}: column 1 ({table.column_names[0]}): duplicate row: the same "
+                        f"{', '.join(table.key)} as line {lines[first[k]]}"
+                    )
+    if table.name == "counters":
+        errors += _counter_errors(path, table, df, lines)
+    if table.name == "sysctls":
+        errors += _sysctl_errors(path, table, df, lines)
+    _raise(errors)
+    return df
 
 
-def read_json(path: Path, hint: str) -> Any:
-    """A JSON file the analysis needs, or a RunDataError naming the file (and line) and what it should be."""
+def _counter_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> list[str]:
+    """delta = value - previous value of the same (netns, counter); empty only on the first row."""
+    errors: list[str] = []
+    last: dict[tuple[int, str], tuple[int, int]] = {}
+    order = sorted(range(len(df)), key=lambda i: (float(df["time_s"].iat[i]), i))
+    netns, counter, value, delta = (df[c].tolist() for c in ("netns", "counter", "value", "delta"))
+    for i in order:
+        k = (netns[i], counter[i])
+        d = delta[i]
+        if k in last:
+            prev_v, prev_i = last[k]
+            if d is pd.NA:
+                errors.append(
+                    _cell_error(
+                        path,
+                        lines[i],
+                        table,
+                        "delta",
+                        f"empty, but {counter[i]} has a sample before (line {lines[prev_i]})",
+                    )
+                )
+            elif d != value[i] - prev_v:
+                errors.append(
+                    _cell_error(
+                        path,
+                        lines[i],
+                        table,
+                        "delta",
+                        f"{d} but {counter[i]} went from {prev_v} (line {lines[prev_i]}) to {value[i]}: "
+                        "delta must be value minus the previous value",
+                    )
+                )
+            elif d < 0 and counter[i] not in GAUGE_COUNTERS:
+                errors.append(
+                    _cell_error(path, lines[i], table, "delta", f"{d}: {counter[i]} is a counter and cannot fall")
+                )
+        elif d is not pd.NA:
+            errors.append(
+                _cell_error(path, lines[i], table, "delta", f"{d} on the first sample of {counter[i]} (expected empty)")
+            )
+        last[k] = (value[i], i)
+        if len(errors) > MAX_ERRORS:
+            break
+    return errors
+
+
+def _sysctl_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> list[str]:
+    errors: list[str] = []
+    for i, (key, value) in enumerate(zip(df["key"].tolist(), df["value"].tolist(), strict=True)):
+        fmt = SYSCTL_FORMATS.get(key)
+        v = "" if value is pd.NA else str(value)
+        if fmt == "int" and not _UINT_RE.fullmatch(v):
+            errors.append(_cell_error(path, lines[i], table, "value", f"{key} = {v!r} is not a non-negative integer"))
+        elif fmt == "port_range":
+            m = _PORT_RANGE_RE.fullmatch(v)
+            if not m:
+                errors.append(_cell_error(path, lines[i], table, "value", f"{key} = {v!r} is not two ports 'low high'"))
+                continue
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if not (1 <= lo <= 65535 and 1 <= hi <= 65535):
+                errors.append(_cell_error(path, lines[i], table, "value", f"{key} = {v!r}: ports must be 1..65535"))
+            elif lo > hi:
+                errors.append(_cell_error(path, lines[i], table, "value", f"{key} = {v!r}: low port above high port"))
+    return errors
+
+
+def load_table(path: Path, table: Table) -> Loaded:
+    """A file read, decoded, parsed, typed and checked against its table's contract."""
+    text, bad_line = decode(read_bytes(path))
+    rows, lines, last, notes = _parse_rows(path, text, table)
+    if bad_line is not None:
+        notes.append(f"{path.name}: bytes that are not UTF-8 (first on line {bad_line}) read as \\xNN")
+    df = _checks(path, table, _typed(path, table, rows, lines), lines)
+    return Loaded(df, lines, last, notes)
+
+
+def read_table(path: Path, table: Table) -> pd.DataFrame:
+    return load_table(path, table).df
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _int64(s: str) -> int:
+    n = int(s)
+    if not INT64_MIN <= n <= INT64_MAX:
+        raise ValueError(f"{s} does not fit in int64")
+    return n
+
+
+def _finite_float(s: str) -> float:
+    x = float(s)
+    if not math.isfinite(x):
+        raise ValueError(f"{s} is beyond a double")
+    return x
+
+
+def json_key_line(text: str, path: tuple[Any, ...]) -> int:
+    """Physical line where the value at `path` (keys and list indices) starts; 1 if not found."""
+    tok = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', re.S)
+    stack: list[dict[str, Any]] = []
+    want = tuple(path)
+    hit = None
+    for m in tok.finditer(text):
+        t = m.group()
+        top = stack[-1] if stack else None
+        if top is not None and top["t"] == "o" and top["want_key"] and t.startswith('"'):
+            top["key"], top["want_key"] = json.loads(t), False
+            cur = tuple(e["key"] if e["t"] == "o" else e["idx"] for e in stack)
+            if cur == want:
+                hit = m.start()
+                break
+            continue
+        if t == ":":
+            continue
+        if t == ",":
+            if top is not None:
+                if top["t"] == "o":
+                    top["want_key"] = True
+                else:
+                    top["idx"] += 1
+            continue
+        if t in "}]":
+            if stack:
+                stack.pop()
+            continue
+        cur = tuple(e["key"] if e["t"] == "o" else e["idx"] for e in stack)
+        if cur == want:
+            hit = m.start()
+            break
+        if t == "{":
+            stack.append({"t": "o", "want_key": True, "key": None})
+        elif t == "[":
+            stack.append({"t": "a", "idx": 0})
+    return text.count("\n", 0, hit) + 1 if hit is not None else 1
+
+
+def _key_path(path: Any) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def json_error(path: Path, text: str, key: tuple[Any, ...], msg: str) -> RunDataError:
+    return RunDataError(f"{path}:{json_key_line(text, key)}: {_key_path(key)}: {msg}")
+
+
+def read_json_text(path: Path, hint: str = "", schema: str | None = None, allow_nan: bool = False) -> tuple[Any, str]:
+    """A JSON file decoded by the contract's policy, parsed and (if named) checked against its schema."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDataError(f"{path}: missing; {hint}") from None
+        data = read_bytes(path)
+    except RunDataError as e:
+        if str(e).endswith(": missing") and hint:
+            raise RunDataError(f"{path}: missing; {hint}") from None
+        raise
+    text = data.decode("utf-8", errors="tq_json_backslash")
+    try:
+        doc = json.loads(
+            text,
+            parse_constant=(lambda c: float(c)) if allow_nan else _reject_constant,
+            parse_float=float if allow_nan else _finite_float,
+            parse_int=_int64,
+        )
     except json.JSONDecodeError as e:
-        raise RunDataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        raise RunDataError(f"{path}:{e.lineno}: invalid JSON at column {e.colno}: {e.msg}") from None
+    except ValueError as e:
+        raise RunDataError(f"{path}:{_value_line(text, str(e))}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise RunDataError(f"{path}:1: invalid JSON: nested too deep") from None
+    if schema is not None:
+        check_json(path, text, doc, schema)
+    return doc, text
+
+
+def check_json(path: Path, text: str, doc: Any, schema: str) -> None:
+    """RunDataError listing where `doc` breaks the named JSON schema (file:line: key.path: what)."""
+    errs = sorted(
+        _validator(schema).iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+    )
+    if errs:
+        parts = [
+            f"{path}:{json_key_line(text, tuple(e.absolute_path))}: {_key_path(e.absolute_path)}: {e.message}"
+            for e in errs[:MAX_ERRORS]
+        ]
+        more = len(errs) - MAX_ERRORS
+        raise RunDataError("\n".join(parts) + (f"\n... and {more} more" if more > 0 else ""))
+
+
+def _value_line(text: str, msg: str) -> int:
+    word = msg.split()[0]
+    i = text.find(word)
+    return text.count("\n", 0, i) + 1 if i >= 0 else 1
+
+
+_VALIDATORS: dict[str, Any] = {}
+
+
+def _validator(name: str) -> Any:
+    if name not in _VALIDATORS:
+        schema = JSON_DOCS[name].schema
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        _VALIDATORS[name] = cls(schema)
+    return _VALIDATORS[name]
+
+
+def read_json(path: Path, hint: str, schema: str | None = None, allow_nan: bool = False) -> Any:
+    """A JSON file the analysis needs, or a RunDataError naming the file (and line) and what it should be."""
+    return read_json_text(path, hint, schema, allow_nan)[0]
+
+
+# --------------------------------------------------------------------------- runs
 
 
 @dataclass
@@ -81,51 +472,170 @@ class Run:
 
     path: Path
     metadata: dict[str, Any] = field(default_factory=dict)
+    meta_text: str = ""
 
     @classmethod
     def open(cls, path: str | Path) -> Run:
         p = Path(path)
-        if not p.is_dir():
+        if not p.exists():
             raise RunDataError(f"{p}: not a run directory (no such folder)")
+        if not p.is_dir():
+            raise RunDataError(f"{p}: not a run directory (not a folder)")
         meta_path = p / "metadata.json"
-        meta = read_json(meta_path, f"is {p} a run directory written by scripts/capture?")
-        missing = [k for k in REQUIRED_METADATA if k not in meta]
-        if missing:
-            raise RunDataError(f"{meta_path}: missing keys {missing}")
-        if meta["data_contract"] != CONTRACT_VERSION:
-            raise RunDataError(
-                f"{meta_path}: data contract v{meta['data_contract']}, this analysis reads v{CONTRACT_VERSION}"
+        meta, text = read_json_text(meta_path, f"is {p} a run directory written by scripts/capture?")
+        if not isinstance(meta, dict):
+            raise json_error(meta_path, text, (), f"expected an object, found {type(meta).__name__}")
+        for key, want, what in (
+            ("schema_version", METADATA_SCHEMA_VERSION, "metadata schema"),
+            ("data_contract", CONTRACT_VERSION, "data contract"),
+        ):
+            if key not in meta:
+                raise json_error(meta_path, text, (), f"no {key!r}: not a metadata.json written by scripts/capture")
+            if meta[key] != want or type(meta[key]) is not int:
+                raise json_error(
+                    meta_path,
+                    text,
+                    (key,),
+                    f"{what} v{meta[key]!r}, this analysis reads v{want}: analyse it with the version of "
+                    f"this repository that wrote it, or capture again",
+                )
+        if meta.get("stop_reason") == "running" or ("ended_epoch" in meta and meta["ended_epoch"] is None):
+            key = "stop_reason" if meta.get("stop_reason") == "running" else "ended_epoch"
+            raise json_error(
+                meta_path,
+                text,
+                (key,),
+                "this capture has not ended: it is still running, or it died and was never reaped; "
+                "wait for it, or reap it with scripts/capture --reap (any of scripts/capture, scripts/lab, "
+                "scripts/compare, scripts/sweep reaps dead runs when it starts)",
             )
-        return cls(path=p, metadata=meta)
+        check_json(meta_path, text, meta, "metadata")
+        if meta["ended_epoch"] < meta["started_epoch"]:
+            raise json_error(
+                meta_path,
+                text,
+                ("ended_epoch",),
+                f"{meta['ended_epoch']} is before started_epoch {meta['started_epoch']}",
+            )
+        inodes = [ns["inode"] for ns in meta["netns"]]
+        for i, ino in enumerate(inodes):
+            if ino in inodes[:i]:
+                raise json_error(meta_path, text, ("netns", i, "inode"), f"{ino} listed twice")
+        doctor = p / "doctor.json"
+        if doctor.exists() or doctor.is_symlink():
+            read_json(doctor, "", schema="doctor")
+        return cls(path=p, metadata=meta, meta_text=text)
+
+    def meta_line(self, *key: Any) -> str:
+        return f"{self.path / 'metadata.json'}:{json_key_line(self.meta_text, key)}"
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.metadata.get("complete"))
 
     def has(self, name: str) -> bool:
         return (self.path / TABLES[name].file).is_file()
 
+    def _probe_family(self, t: Table) -> str | None:
+        return t.writer.removeprefix("probes/").removesuffix(".bt") if t.probe else None
+
     def table(self, name: str) -> pd.DataFrame:
-        """A validated table; an empty frame with the right columns if an optional file is absent."""
+        """A validated table; an empty frame with the right columns if the file may be absent."""
         if name not in self._cache:
             t = TABLES[name]
             f = self.path / t.file
-            if not f.is_file():
-                probe_family = t.writer.removeprefix("probes/").removesuffix(".bt") if t.probe else None
+            if not (f.exists() or f.is_symlink()):
+                family = self._probe_family(t)
                 probes = self.metadata["probes"]
-                # Empty when the file is optional, or its probe was not asked for or could not run.
-                skipped = probe_family is not None and probes.get(probe_family, {}).get("status") != "ok"
-                if t.optional or skipped:
-                    self._cache[name] = t.schema().coerce_dtype(pd.DataFrame(columns=t.column_names))
+                status = probes.get(family, {}).get("status") if family else None
+                # Empty when the file is optional, its probe was not asked for or did not run
+                # to the end, or the run itself stopped early.
+                if t.optional or (family is not None and status != "ok"):
+                    if family is not None and family in probes and status != "ok":
+                        self.missing[name] = f"probe {family} {status}"
+                elif not self.complete:
+                    self.missing[name] = f"run incomplete ({self.metadata.get('stop_reason')})"
                 else:
                     raise RunDataError(f"{f}: missing ({t.description})")
+                empty = t.schema().coerce_dtype(pd.DataFrame(columns=t.column_names))
+                self._loaded[name] = Loaded(empty, [], 1)
             else:
-                self._cache[name] = read_table(f, t)
+                self._loaded[name] = load_table(f, t)
+                self.notes += self._loaded[name].notes
+            self._cache[name] = self._loaded[name].df
         return self._cache[name]
 
     @cached_property
     def _cache(self) -> dict[str, pd.DataFrame]:
         return {}
 
+    @cached_property
+    def _loaded(self) -> dict[str, Loaded]:
+        return {}
+
+    @cached_property
+    def notes(self) -> list[str]:
+        """What was odd in the input but accepted (blank lines, bytes that are not UTF-8, ...)."""
+        return []
+
+    @cached_property
+    def missing(self) -> dict[str, str]:
+        """Tables absent from the run, and why (probe status or an incomplete run)."""
+        return {}
+
     def validate_all(self) -> dict[str, int]:
-        """Load every table; returns rows per table. Raises on the first bad file."""
-        return {name: len(self.table(name)) for name in TABLES}
+        """Load and check every table and what ties them together; returns rows per table."""
+        counts = {name: len(self.table(name)) for name in TABLES}
+        self._cross_checks()
+        return counts
+
+    def _cross_checks(self) -> None:
+        meta = self.metadata
+        slack = max(TIME_SLACK_S, TIME_SLACK_INTERVALS * float(meta["interval_s"]))
+        lo, hi = self.start - slack, self.end + slack
+        errors: list[str] = []
+        for name, t in TABLES.items():
+            ld = self._loaded[name]
+            col, scale = ("time_s", 1.0) if "time_s" in t.column_names else ("start_unix_ns", 1e-9)
+            if col not in t.column_names or ld.df.empty:
+                continue
+            secs = ld.df[col].astype("float64") * scale
+            bad = np.flatnonzero(((secs < lo) | (secs > hi)).to_numpy())
+            for i in bad[:2]:
+                errors.append(
+                    f"{self.path / t.file}:{ld.lines[i]}: column {t.column_names.index(col) + 1} ({col}): "
+                    f"{ld.df[col].iat[i]} is outside the capture ({self.start:.0f} .. {self.end:.0f} in "
+                    f"metadata.json, +- {slack:.0f} s)"
+                )
+        _raise(errors)
+        # Each probe family's files hold the rows probe-to-csv counted when it wrote them.
+        for family, info in meta["probes"].items():
+            names = [n for n, t in TABLES.items() if self._probe_family(t) == family]
+            if info.get("status") != "ok" or not names or any(n in self.missing for n in names):
+                continue
+            have = sum(len(self._loaded[n].df) for n in names)
+            if have != info["rows"]:
+                files = ", ".join(TABLES[n].file for n in names)
+                raise RunDataError(
+                    f"{self.meta_line('probes', family, 'rows')}: probes.{family}.rows: {info['rows']}, but "
+                    f"{files} hold {have} rows together: a file was cut short or rows were added"
+                )
+        # Every sampled namespace has samples (the samplers write one per interval).
+        for name in ("counters", "sockstat", "sysctls"):
+            if name in self.missing:
+                continue
+            ld = self._loaded[name]
+            have = set(ld.df["netns"].dropna().astype("int64").tolist())
+            for i, ns in enumerate(meta["netns"]):
+                if ns["inode"] in have:
+                    continue
+                msg = (
+                    f"{self.path / TABLES[name].file}:{ld.last_line}: no row for namespace {ns['label']} "
+                    f"(inode {ns['inode']}, {self.meta_line('netns', i)}): the file was cut short"
+                )
+                if self.complete:
+                    raise RunDataError(msg)
+                self.notes.append(msg + " (run incomplete)")
 
     @property
     def start(self) -> float:

@@ -7,6 +7,10 @@ generated from them (``python -m analysis schema-doc``).
 
 Bump a table's ``version`` (and CONTRACT_VERSION) whenever a column changes
 meaning, type or order; writers print the contract version they follow.
+
+The JSON files (metadata.json with its "lab" block, doctor.json, compare.json,
+verdict.json, sweep.json) have JSON Schemas in the same registry (JSON_DOCS),
+validated by the loaders and documented the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +25,36 @@ CONTRACT_VERSION = 2
 INT = "Int64"  # nullable integer: empty cells stay <NA> instead of failing
 FLOAT = "float64"
 STR = "string"
+
+
+# How every CSV is read (analysis/run.py), stated once for the doc.
+CSV_RULES = (
+    "Files are bytes: the loader reads them as UTF-8 and decodes a byte that is not valid UTF-8 as the "
+    "four characters `\\xNN` (Python's `backslashreplace`), so nothing is lost and nothing fails to decode.",
+    'Fields are RFC 4180: a field holding `,` `"` CR or LF is written in double quotes with inner quotes '
+    "doubled; a quoted field may span lines. Every row, the last included, ends with a line feed.",
+    "Blank lines are skipped (and noted in the report). Errors name the physical line of the file "
+    "(counting the lines inside quoted fields) and the 1-based column: `file:line: column N (name): what`.",
+    "int columns hold optionally signed decimal digits within int64 (a larger value is an error, never "
+    "wrapped); float columns hold finite decimal numbers (`nan`, `inf` and overflow are errors); empty "
+    "means missing and is allowed only where the type says `or empty`.",
+    "Epoch columns must lie in 2000-2100, and inside the capture "
+    "(metadata.json started_epoch - slack .. ended_epoch + slack, slack = max(5 s, 2 intervals)).",
+    "A table with a key (listed under it) may not hold two rows with the same key.",
+    "A probe family's files together hold exactly the rows metadata.json `probes.<family>.rows` says "
+    "scripts/probe-to-csv wrote; counters.csv, sockstat.csv and sysctls.csv hold rows of every sampled "
+    "namespace (a complete run).",
+)
+COMM_TEXT = (
+    "raw bytes of the kernel's task comm; quoted per RFC 4180 when it holds , \" CR or LF; "
+    "invalid UTF-8 decoded as \\xNN"
+)
+# Inside the capture window, with this slack (s) at either end, or this many intervals if more.
+TIME_SLACK_S = 5.0
+TIME_SLACK_INTERVALS = 2
+EPOCH_MIN, EPOCH_MAX = 946_684_800, 4_102_444_800  # 2000-01-01 .. 2100-01-01 UTC
+# Tcp counters that are gauges or constants: their delta may be negative (CurrEstab) or their value -1 (MaxConn).
+GAUGE_COUNTERS = frozenset({"CurrEstab", "MaxConn", "RtoAlgorithm", "RtoMin", "RtoMax"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +75,7 @@ class Table:
     description: str
     columns: tuple[Col, ...]
     optional: bool = False  # a run may lack the file (e.g. no lab client)
+    key: tuple[str, ...] = ()  # columns no two rows may share (empty: rows may repeat)
 
     @property
     def probe(self) -> bool:
@@ -76,13 +111,14 @@ def _count(name: str, description: str) -> Col:
     return Col(name, INT, description, NONNEG)
 
 
-_PROBE_TIME = Col("time_s", INT, "wall-clock second at the end of the probe interval (epoch seconds)", NONNEG)
-_SAMPLE_TIME = Col("time_s", FLOAT, "wall-clock time of the sample (epoch seconds, ms resolution)", NONNEG)
+EPOCH = (pa.Check.in_range(EPOCH_MIN, EPOCH_MAX),)
+_PROBE_TIME = Col("time_s", INT, "wall-clock second at the end of the probe interval (epoch seconds)", EPOCH)
+_SAMPLE_TIME = Col("time_s", FLOAT, "wall-clock time of the sample (epoch seconds, ms resolution)", EPOCH)
 _NETNS = Col(
     "netns",
     INT,
     "network namespace inode number (as in /proc/PID/ns/net; metadata.json maps names to it)",
-    NONNEG,
+    (pa.Check.gt(0),),
 )
 
 # Probe rows keyed by endpoint: the service port is the lower of the two ports,
@@ -112,9 +148,9 @@ TABLES: dict[str, Table] = {
             1,
             "One row per listen() call seen while the probe ran.",
             (
-                Col("time_s", INT, "wall-clock second of the listen() call (epoch seconds)", NONNEG),
+                Col("time_s", INT, "wall-clock second of the listen() call (epoch seconds)", EPOCH),
                 Col("pid", INT, "process id that called listen()", NONNEG),
-                Col("comm", STR, "process name (task comm)"),
+                Col("comm", STR, "process name: " + COMM_TEXT),
                 _NETNS,
                 Col("lport", INT, "local port of the listening socket", PORT),
                 Col("fd", INT, "file descriptor passed to listen()", NONNEG),
@@ -164,13 +200,14 @@ TABLES: dict[str, Table] = {
             (
                 _PROBE_TIME,
                 Col("pid", INT, "process id calling accept", NONNEG),
-                Col("comm", STR, "process name"),
+                Col("comm", STR, "process name: " + COMM_TEXT),
                 _NETNS,
                 Col("lport", INT, "local port of the listener accepted on", PORT),
                 _count("accepted", "successful accept()/accept4() calls"),
                 _count("eagain", "calls that returned EAGAIN (non-blocking accept, queue empty)"),
                 _count("errors", "calls that failed with another error"),
             ),
+            key=("time_s", "pid", "comm", "netns", "lport"),
         ),
         Table(
             "rt_endpoint",
@@ -189,6 +226,7 @@ TABLES: dict[str, Table] = {
                     "failed_events", "retransmit attempts that failed locally (err != 0; not counted by the kernel)"
                 ),
             ),
+            key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),
         ),
         Table(
             "rt_resets",
@@ -203,6 +241,7 @@ TABLES: dict[str, Table] = {
                 _count("rst_sent_nosock", "RSTs sent for packets that matched no socket (e.g. a closed port)"),
                 _count("rst_received", "RSTs received"),
             ),
+            key=("time_s", "netns"),
         ),
         Table(
             "tw_close",
@@ -222,6 +261,7 @@ TABLES: dict[str, Table] = {
                 _count("life_ge_10s", "lived 10 s or more"),
                 _count("life_sum_us", "sum of those lifetimes (us): mean = sum / count"),
             ),
+            key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),
         ),
         Table(
             "tw_connect",
@@ -233,10 +273,11 @@ TABLES: dict[str, Table] = {
                 _PROBE_TIME,
                 _NETNS,
                 Col("pid", INT, "process id", NONNEG),
-                Col("comm", STR, "process name"),
+                Col("comm", STR, "process name: " + COMM_TEXT),
                 Col("errno", INT, "0 = success, 115 = EINPROGRESS (non-blocking), 99 = EADDRNOTAVAIL, ...", NONNEG),
                 _count("calls", "connect() calls that returned it"),
             ),
+            key=("time_s", "netns", "pid", "comm", "errno"),
         ),
         Table(
             "ep_loop",
@@ -247,7 +288,7 @@ TABLES: dict[str, Table] = {
             (
                 _PROBE_TIME,
                 Col("pid", INT, "process id", NONNEG),
-                Col("comm", STR, "thread name"),
+                Col("comm", STR, "thread name: " + COMM_TEXT),
                 _count("calls", "epoll_wait/epoll_pwait/epoll_pwait2 calls that returned"),
                 _count("nb_calls", "of them non-blocking polls (timeout 0)"),
                 _count("nb_ns_sum", "time inside the non-blocking polls (ns): the kernel's cost of collecting events"),
@@ -268,6 +309,7 @@ TABLES: dict[str, Table] = {
                 _count("ctl_add", "epoll_ctl ADD: fds registered"),
                 _count("ctl_del", "epoll_ctl DEL: fds removed"),
             ),
+            key=("time_s", "pid", "comm"),
         ),
         Table(
             "counters",
@@ -284,6 +326,7 @@ TABLES: dict[str, Table] = {
                 Col("value", INT, "value at the sample (cumulative; gauges such as CurrEstab are current)"),
                 Col("delta", INT, "change since the previous sample; empty on the first sample", nullable=True),
             ),
+            key=("time_s", "netns", "group", "counter"),
         ),
         Table(
             "listeners",
@@ -299,7 +342,7 @@ TABLES: dict[str, Table] = {
                 _count("recv_q", "Recv-Q: connections waiting in the accept queue now"),
                 _count("send_q", "Send-Q: the accept-queue limit (sk_max_ack_backlog)"),
                 Col("pid", INT, "first process holding the socket (empty if unknown)", NONNEG, nullable=True),
-                Col("comm", STR, "its name (empty if unknown)", nullable=True),
+                Col("comm", STR, "its name (empty if unknown), as ss prints it; " + COMM_TEXT, nullable=True),
             ),
         ),
         Table(
@@ -317,6 +360,7 @@ TABLES: dict[str, Table] = {
                 _count("tcp_alloc", "TCP sockets allocated"),
                 _count("tcp_mem", "TCP memory in pages"),
             ),
+            key=("time_s", "netns"),
         ),
         Table(
             "tw_sockets",
@@ -335,6 +379,7 @@ TABLES: dict[str, Table] = {
                 Col("timer_min_s", FLOAT, "least time left on their timewait timers (s)", NONNEG, nullable=True),
                 Col("timer_max_s", FLOAT, "most time left (s)", NONNEG, nullable=True),
             ),
+            key=("time_s", "netns", "laddr", "raddr", "service_port", "service_local"),
         ),
         Table(
             "sysctls",
@@ -346,8 +391,9 @@ TABLES: dict[str, Table] = {
                 Col("phase", STR, "start or end", (pa.Check.isin(["start", "end"]),)),
                 _NETNS,
                 Col("key", STR, "sysctl name, e.g. net.core.somaxconn"),
-                Col("value", STR, "value (inner whitespace folded to one space)"),
+                Col("value", STR, "value (inner whitespace folded to one space); see the value formats below"),
             ),
+            key=("phase", "netns", "key"),
         ),
         Table(
             "connects",
@@ -356,7 +402,12 @@ TABLES: dict[str, Table] = {
             2,
             "Lab load generator: one row per connection attempt (the user-visible symptom).",
             (
-                Col("start_unix_ns", INT, "wall clock when the attempt started (ns since epoch)", NONNEG),
+                Col(
+                    "start_unix_ns",
+                    INT,
+                    "wall clock when the attempt started (ns since epoch)",
+                    (pa.Check.in_range(EPOCH_MIN * 10**9, EPOCH_MAX * 10**9),),
+                ),
                 Col("conn_id", INT, "attempt number, in start order", NONNEG),
                 _count("connect_us", "time until connect() returned, success or not (us)"),
                 Col(
@@ -388,8 +439,31 @@ TABLES: dict[str, Table] = {
                 _count("requests_ok", "request/reply exchanges completed on the connection (v2)"),
             ),
             optional=True,
+            key=("conn_id",),
         ),
     )
+}
+
+
+# sysctls.csv values the analysis computes with, and the form each must have
+# (anything else is an error naming the line, not a crash or a wrong number).
+# Other keys are kept as text.
+SYSCTL_FORMATS: dict[str, str] = {
+    "net.core.somaxconn": "int",
+    "net.ipv4.tcp_max_syn_backlog": "int",
+    "net.ipv4.tcp_syncookies": "int",
+    "net.ipv4.tcp_abort_on_overflow": "int",
+    "net.ipv4.tcp_fin_timeout": "int",
+    "net.ipv4.tcp_max_tw_buckets": "int",
+    "net.ipv4.tcp_tw_reuse": "int",
+    "net.ipv4.tcp_timestamps": "int",
+    "net.ipv4.tcp_syn_retries": "int",
+    "net.ipv4.tcp_synack_retries": "int",
+    "net.ipv4.ip_local_port_range": "port_range",
+}
+SYSCTL_FORMAT_TEXT = {
+    "int": "a non-negative decimal integer within int64",
+    "port_range": "two ports `low high` separated by one space, 1 <= low <= high <= 65535",
 }
 
 
@@ -402,6 +476,12 @@ def schema_doc() -> str:
         f"Contract version: **{CONTRACT_VERSION}** (recorded as `data_contract` in each run's `metadata.json`).",
         "",
         "Every file is CSV with a header row. Times are wall-clock epoch seconds unless a column says otherwise.",
+        "",
+        "## How a CSV file is read",
+        "",
+        *[f"- {r}" for r in CSV_RULES],
+        "",
+        "Text fields that can hold any byte but NUL (`comm`): " + COMM_TEXT + ".",
         "",
     ]
     for t in [*TABLES.values(), *DERIVED_TABLES.values()]:
@@ -416,6 +496,32 @@ def schema_doc() -> str:
         for c in t.columns:
             kind = {"Int64": "int", "float64": "float", "string": "text"}[c.dtype]
             out.append(f"| `{c.name}` | {kind}{' or empty' if c.nullable else ''} | {c.description} |")
+        out.append("")
+        if t.key:
+            out += [f"Key (no two rows share it): {', '.join(f'`{k}`' for k in t.key)}.", ""]
+        if t.name == "counters":
+            out += [
+                "`delta` must equal `value` minus the previous `value` of the same (`netns`, `counter`), and is "
+                "empty exactly on a counter's first row; a negative delta is allowed only for the gauges "
+                + ", ".join(sorted(GAUGE_COUNTERS))
+                + ".",
+                "",
+            ]
+        if t.name == "sysctls":
+            out += ["Value formats the analysis relies on:", "", "| key | value |", "|---|---|"]
+            out += [f"| `{k}` | {SYSCTL_FORMAT_TEXT[v]} |" for k, v in SYSCTL_FORMATS.items()]
+            out.append("")
+    out += ["# JSON files", "", *JSON_RULES, ""]
+    for d in JSON_DOCS.values():
+        out += [
+            f"## `{d.file}` (schema v{d.version})",
+            "",
+            f"{d.description} Written by `{d.writer}`.",
+            "",
+            "| key | type | meaning |",
+            "|---|---|---|",
+        ]
+        out += [f"| `{path}` | {kind} | {desc} |" for path, kind, desc in _json_rows(d.schema, "")]
         out.append("")
     return "\n".join(out)
 
@@ -543,3 +649,427 @@ DERIVED_TABLES: dict[str, Table] = {
         ),
     )
 }
+
+
+# ---------------------------------------------------------------------------
+# JSON files: one JSON Schema each (draft 2020-12), validated by the loaders.
+
+JSON_RULES = (
+    "JSON files are UTF-8; a byte that is not valid UTF-8 is read as the text `\\xNN` (inside a string it "
+    "becomes those four characters). `NaN`, `Infinity` and numbers beyond a double are errors (except in "
+    "verdict.json, which Python writes with NaN for an undefined mean). Errors read `file:line: key.path: "
+    "what is wrong`. Keys not listed are allowed (writers may add keys); listed keys must have the listed type.",
+)
+
+
+@dataclass(frozen=True)
+class JsonDoc:
+    name: str
+    file: str
+    writer: str
+    version: int
+    description: str
+    schema: dict
+
+
+def _t(kind: str | list[str], description: str, **kw) -> dict:
+    return {"type": kind, "description": description, **kw}
+
+
+def _obj(description: str, props: dict, required: tuple[str, ...] = (), **kw) -> dict:
+    return {"type": "object", "description": description, "properties": props, "required": list(required), **kw}
+
+
+_INODE = _t("integer", "network namespace inode", minimum=1)
+_PORT = _t("integer", "TCP port", minimum=1, maximum=65535)
+_NS_NAME = _t("string", "network namespace name")
+_EPOCH_S = _t("number", "epoch seconds", minimum=EPOCH_MIN, maximum=EPOCH_MAX)
+
+LAB_SCHEMA = _obj(
+    "the lab that made the run (scripts/lab, labs/<lab>/lab.sh lab_json), or null for a plain capture",
+    {
+        "lab": _t("string", "lab name", enum=["accept-overflow", "retransmit", "time-wait", "epoll"]),
+        "variant": _t("string", "variant name"),
+        "summary": _t("string", "one line: what the variant did"),
+        "command": _t("string", "the make command that repeats it"),
+        "loss_pct": _t("integer", "retransmit lab: % of data packets dropped", minimum=0, maximum=100),
+        "syn_loss_pct": _t("integer", "retransmit lab: % of SYNs dropped", minimum=0, maximum=100),
+        "iperf3": {
+            **_obj(
+                "retransmit lab: iperf3's own totals, or null",
+                {
+                    "retransmits": _t(["integer", "null"], "retransmits iperf3 saw", minimum=0),
+                    "bytes_sent": _t("integer", "bytes sent", minimum=0),
+                    "bits_per_second": _t("number", "throughput", minimum=0),
+                },
+            ),
+            "type": ["object", "null"],
+        },
+        "server": _obj(
+            "the lab's server",
+            {
+                "netns": _NS_NAME,
+                "netns_inode": _INODE,
+                "addr": _t("string", "address it listens on"),
+                "port": _PORT,
+                "backlog_requested": _t("integer", "listen() backlog asked for (0 = somaxconn)", minimum=0),
+                "accept_delay": _t("string", "Go duration slept per accept"),
+                "accept_delay_dist": _t("string", "fixed or exp"),
+                "stall_at": _t("string", "Go duration"),
+                "stall_for": _t("string", "Go duration"),
+                "pid": _t(["integer", "null"], "server process id", minimum=0),
+                "comm": _t("string", "server process name"),
+                "gomaxprocs": _t(["integer", "null"], "GOMAXPROCS of the Go server", minimum=1),
+                "work": _t("string", "work per request"),
+                "stats": {
+                    **_obj(
+                        "the server's own counts (aqserver -stats), or null",
+                        {
+                            "accepted": _t("integer", "connections accepted", minimum=0),
+                            "handled": _t("integer", "connections handled", minimum=0),
+                            "requests": _t("integer", "requests answered", minimum=0),
+                            "service_seconds": _t("number", "seconds the accept loop was busy", minimum=0),
+                            "accept_delay_ms": _t("number", "accept delay (ms)", minimum=0),
+                        },
+                    ),
+                    "type": ["object", "null"],
+                },
+            },
+        ),
+        "client": _obj(
+            "the lab's load generator",
+            {
+                "netns": _NS_NAME,
+                "netns_inode": _INODE,
+                "addr": _t("string", "client address"),
+                "load": _t("string", "connload arguments"),
+                "port_range": _t(
+                    "string", "ip_local_port_range set for the client: `low high`", pattern="^[0-9]{1,5} [0-9]{1,5}$"
+                ),
+                "tcp_tw_reuse": _t("integer", "tcp_tw_reuse in the client namespace", minimum=0),
+                "tcp_fin_timeout": _t(["integer", "null"], "tcp_fin_timeout in the client namespace", minimum=0),
+                "rate_per_s": _t("number", "new connections per second", minimum=0),
+                "load_seconds": _t("number", "seconds of load", minimum=0),
+                "requests_per_conn": _t("integer", "requests per connection", minimum=0),
+                "hold_seconds": _t("number", "seconds each connection is held", minimum=0),
+                "wrk_connections": _t("integer", "wrk connections", minimum=0),
+                "connects_file": _t("string", "CSV of the attempts (connects.csv)"),
+            },
+        ),
+        "phases": _t(
+            "array",
+            "epoll lab: load phases",
+            items=_obj(
+                "one phase",
+                {
+                    "idle_conns": _t("integer", "idle connections held", minimum=0),
+                    "start_s": _EPOCH_S,
+                    "end_s": _EPOCH_S,
+                    "wrk_requests_per_s": _t("number", "wrk requests per second", minimum=0),
+                },
+            ),
+        ),
+        "profile": {
+            **_obj(
+                "sysctl profile applied (PROFILE=), or null",
+                {
+                    "name": _t("string", "profile name"),
+                    "skipped_global": _t("array", "global keys not applied", items={"type": "string"}),
+                    "overridden_by_scenario": _t("array", "keys the variant overrode", items={"type": "string"}),
+                },
+            ),
+            "type": ["object", "null"],
+        },
+    },
+    ("lab", "variant"),
+)
+
+PROBE_STATUSES = ["ok", "not_runnable", "failed", "died", "killed", "running"]
+STOP_REASONS = ["duration", "requested", "interrupted", "killed", "running"]
+
+METADATA_SCHEMA = _obj(
+    "one run",
+    {
+        "schema_version": _t("integer", "version of this schema (1)"),
+        "data_contract": _t("integer", "version of the CSV data contract the files follow"),
+        "name": _t("string", "run directory name"),
+        "started_at": _t("string", "ISO 8601 UTC start"),
+        "started_epoch": _EPOCH_S,
+        "ended_at": _t(["string", "null"], "ISO 8601 UTC end; null while running"),
+        "ended_epoch": {
+            **_EPOCH_S,
+            "type": ["number", "null"],
+            "description": "epoch seconds; null only while running",
+        },
+        "complete": _t(
+            "boolean", "false when the capture stopped before its duration or a probe did not run to the end"
+        ),
+        "stop_reason": _t(
+            "string",
+            "duration, requested (USR1), interrupted (Ctrl-C/TERM), killed (SIGKILLed capture, reaped "
+            "afterwards), running (not finished: still running or never reaped)",
+            enum=STOP_REASONS,
+        ),
+        "duration_requested_s": _t("integer", "asked duration; 0 = until stopped", minimum=0),
+        "interval_s": _t("integer", "probe and sampler interval (s)", minimum=1),
+        "host": _t("string", "hostname"),
+        "kernel": _t("string", "uname -r"),
+        "bpftrace_version": _t("string", "bpftrace --version"),
+        "command": _t("string", "command line of the capture"),
+        "reaped_at": _t("string", "when a later run reaped this one (ISO 8601 UTC)"),
+        "reaped_by": _t("string", "what reaped it"),
+        "netns": _t(
+            "array",
+            "sampled namespaces",
+            minItems=1,
+            items=_obj(
+                "one namespace",
+                {
+                    "label": _t("string", "label used in reports"),
+                    "name": _t(["string", "null"], "ip netns name; null for the host namespace"),
+                    "inode": _INODE,
+                },
+                ("label", "inode"),
+            ),
+        ),
+        "probes": {
+            **_obj(
+                "per probe family (accept_queue, retransmits, time_wait, epoll)",
+                {},
+                additionalProperties=_obj(
+                    "one probe family",
+                    {
+                        "file": _t(["string", "null"], "probe file that ran"),
+                        "tier": _t(["string", "null"], "tier that ran"),
+                        "status": _t("string", "how it ended", enum=PROBE_STATUSES),
+                        "rows": _t("integer", "CSV rows scripts/probe-to-csv wrote for it", minimum=0),
+                        "recursion_misses": _t(["integer", "null"], "events the kernel skipped", minimum=0),
+                        "note": _t("string", "why it did not run, or what went wrong"),
+                    },
+                    ("status", "rows"),
+                ),
+            ),
+            "propertyNames": {"enum": ["accept_queue", "retransmits", "time_wait", "epoll"]},
+        },
+        "lab": {**LAB_SCHEMA, "type": ["object", "null"]},
+    },
+    (
+        "schema_version",
+        "data_contract",
+        "name",
+        "started_epoch",
+        "ended_epoch",
+        "complete",
+        "stop_reason",
+        "interval_s",
+        "netns",
+        "probes",
+    ),
+)
+
+DOCTOR_SCHEMA = _obj(
+    "what this kernel can trace",
+    {
+        "schema_version": _t("integer", "version of this schema (1)", const=1),
+        "checked_at": _t("string", "ISO 8601 UTC"),
+        "kernel": _t("string", "uname -r"),
+        "boot_id": _t("string", "boot id"),
+        "btf": _t("boolean", "kernel BTF present"),
+        "tracefs": _t(["string", "null"], "tracefs mount point"),
+        "bpftrace_version": _t(["string", "null"], "bpftrace --version"),
+        "root": _t("boolean", "ran as root"),
+        "probe_types": _obj(
+            "per probe type (tracepoint, kprobe, kfunc)",
+            {},
+            additionalProperties=_obj(
+                "one probe type",
+                {
+                    "attaches": _t("boolean", "a trivial program attached"),
+                    "error": _t(["string", "null"], "the error when not"),
+                },
+                ("attaches",),
+            ),
+        ),
+        "probes": _obj(
+            "per probe file",
+            {},
+            additionalProperties=_obj(
+                "one probe",
+                {
+                    "tier": _t("string", "its tier"),
+                    "runnable": _t("boolean", "its needs are met"),
+                    "missing": _t("array", "needs not met", items={"type": "string"}),
+                },
+                ("tier", "runnable"),
+            ),
+        ),
+    },
+    ("schema_version", "probe_types", "probes"),
+)
+
+COMPARE_SCHEMA = _obj(
+    "what a comparison compares",
+    {
+        "lab": _t("string", "lab"),
+        "variant": _t("string", "variant"),
+        "a": _t("string", "profile A"),
+        "b": _t("string", "profile B"),
+        "repeat": _t("integer", "runs per side", minimum=1),
+        "overrides": _obj("--set KEY=VALUE given", {}, additionalProperties={"type": "string"}),
+        "command": _t("string", "the scripts/compare command"),
+        "runs": _t(
+            "array",
+            "finished runs, in order",
+            items=_obj(
+                "one run",
+                {
+                    "run": _t("string", "directory under runs/", pattern="^[^/]+$"),
+                    "profile": _t("string", "profile"),
+                    "side": _t("string", "A or B", enum=["A", "B"]),
+                    "repeat": _t("integer", "repetition, 1-based", minimum=1),
+                },
+                ("run", "profile", "side", "repeat"),
+            ),
+        ),
+    },
+    ("lab", "variant", "a", "b", "repeat", "runs"),
+)
+
+_METRIC_RESULT = _obj(
+    "one metric",
+    {
+        "metric": _t("string", "metric key"),
+        "label": _t("string", "label"),
+        "n_a": _t("integer", "runs under A", minimum=0),
+        "n_b": _t("integer", "runs under B", minimum=0),
+        "a_mean": _t("number", "mean over A"),
+        "b_mean": _t("number", "mean over B"),
+        "diff": _t("number", "b_mean - a_mean"),
+        "ci_low": _t("number", "95 % interval, low"),
+        "ci_high": _t("number", "95 % interval, high"),
+        "significant": _t("boolean", "interval excludes 0 (and Welch agrees)"),
+        "outcome": _t("string", "verdict key", enum=["no_difference", "removes", "improves", "worsens"]),
+        "better": _t("string", "which way is better", enum=["lower", "higher"]),
+    },
+    ("metric", "significant", "outcome"),
+)
+
+VERDICT_SCHEMA = _obj(
+    "the comparison's verdict",
+    {
+        "lab": _t("string", "lab"),
+        "variant": _t("string", "variant"),
+        "a": _t("string", "profile A"),
+        "b": _t("string", "profile B"),
+        "repeat": _t("integer", "runs per side", minimum=1),
+        "overrides": _t("object", "--set KEY=VALUE given"),
+        "headline": {**_METRIC_RESULT, "type": ["object", "null"], "description": "the headline metric"},
+        "others": _t("array", "other significant metrics", items=_METRIC_RESULT),
+        "metrics": _t("array", "every metric", items=_METRIC_RESULT),
+        "profile_caveats": _t("array", "what a profile could not set", items={"type": "string"}),
+    },
+    ("lab", "variant", "headline", "metrics"),
+)
+
+SWEEP_SCHEMA = _obj(
+    "what a sweep swept",
+    {
+        "kind": _t("string", "accept-queue or time-wait", enum=["accept-queue", "time-wait"]),
+        "rates": _t("array", "rates (conn/s)", items={"type": "number", "minimum": 0}),
+        "backlogs": _t("array", "backlogs", items={"type": "integer", "minimum": 0}),
+        "seconds": _t("number", "seconds of load per point", minimum=0),
+        "ports": _t("integer", "client ports (time-wait)", minimum=1, maximum=65535),
+        "command": _t("string", "the scripts/sweep command"),
+    },
+    ("kind",),
+)
+
+JSON_DOCS: dict[str, JsonDoc] = {
+    d.name: d
+    for d in (
+        JsonDoc(
+            "metadata",
+            "metadata.json",
+            "scripts/capture (its lab block: scripts/lab and labs/<lab>/lab.sh lab_json)",
+            1,
+            "One per run directory: when and how the run was captured, which probes ran and how they ended. "
+            "`schema_version` must be 1 and `data_contract` the contract version above; a run with "
+            "`stop_reason` running (or `ended_epoch` null) is refused until reaped (`scripts/capture --reap`). "
+            "A run with `complete` false still loads: missing tables are read as empty and the report says so.",
+            METADATA_SCHEMA,
+        ),
+        JsonDoc(
+            "doctor",
+            "doctor.json",
+            "scripts/doctor (a copy in each run directory)",
+            1,
+            "What the kernel could trace when the run was captured.",
+            DOCTOR_SCHEMA,
+        ),
+        JsonDoc(
+            "compare", "compare.json", "scripts/compare", 1, "A comparison directory's configuration.", COMPARE_SCHEMA
+        ),
+        JsonDoc(
+            "compare_verdict",
+            "verdict.json",
+            "analysis/compare.py (python -m analysis compare)",
+            1,
+            "A comparison's verdict.",
+            VERDICT_SCHEMA,
+        ),
+        JsonDoc("sweep", "sweep.json", "scripts/sweep", 1, "A sweep directory's configuration.", SWEEP_SCHEMA),
+    )
+}
+
+
+def _json_rows(schema: dict, path: str) -> list[tuple[str, str, str]]:
+    """(key path, type, meaning) rows for the doc, depth first."""
+    rows: list[tuple[str, str, str]] = []
+    required = set(schema.get("required", []))
+    for key, sub in schema.get("properties", {}).items():
+        p = f"{path}.{key}" if path else key
+        rows.append((p, _json_kind(sub, key in required), _json_desc(sub)))
+        rows += _json_children(sub, p)
+    return rows
+
+
+def _json_children(sub: dict, p: str) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    if sub.get("properties"):
+        rows += _json_rows(sub, p)
+    extra = sub.get("additionalProperties")
+    if isinstance(extra, dict):
+        rows.append((f"{p}.*", _json_kind(extra, True), _json_desc(extra)))
+        rows += _json_children(extra, f"{p}.*")
+    items = sub.get("items")
+    if isinstance(items, dict) and items.get("properties"):
+        rows += _json_rows(items, f"{p}[]")
+    return rows
+
+
+def _json_kind(sub: dict, required: bool) -> str:
+    kinds = sub.get("type", "any")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    text = " or ".join(kinds)
+    items = sub.get("items")
+    if "array" in kinds and isinstance(items, dict) and "type" in items and not items.get("properties"):
+        text = text.replace("array", f"array of {items['type']}")
+    return text + ("" if required else " (optional)")
+
+
+def _json_desc(sub: dict) -> str:
+    d = sub.get("description", "")
+    bounds = []
+    if "enum" in sub:
+        bounds.append("one of " + ", ".join(f"`{e}`" for e in sub["enum"]))
+    if "const" in sub:
+        bounds.append(f"= {sub['const']}")
+    if "minimum" in sub and "maximum" in sub:
+        bounds.append(f"{sub['minimum']}..{sub['maximum']}")
+    elif "minimum" in sub:
+        bounds.append(f">= {sub['minimum']}")
+    if "pattern" in sub:
+        bounds.append(f"matches `{sub['pattern']}`")
+    if "minItems" in sub:
+        bounds.append(f"at least {sub['minItems']}")
+    return d + (f" ({'; '.join(bounds)})" if bounds else "")

@@ -180,7 +180,7 @@ def write(sweep_dir: str | Path) -> tuple[Path, pd.DataFrame]:
 
     d = Path(sweep_dir)
     cfg_path = d / "sweep.json"
-    cfg = read_json(cfg_path, f"is {d} a directory written by scripts/sweep?")
+    cfg = read_json(cfg_path, f"is {d} a directory written by scripts/sweep?", schema="sweep")
     if cfg.get("kind") not in KINDS:
         raise RunDataError(f"{cfg_path}: kind must be one of {sorted(KINDS)}, not {cfg.get('kind')!r}")
     table_name, measure = KINDS[cfg["kind"]]
