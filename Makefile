@@ -43,7 +43,7 @@ test: setup ## run the whole test suite (unit + integration with real bpftrace)
 	@$(PY) -m pytest -q --durations=8 $(PYTEST_ARGS)
 
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
-	@scripts/lab $(LAB) $(VARIANT)
+	@scripts/lab $(LAB) $(VARIANT) $(if $(OUT),--out $(OUT))
 
 capture: setup ## capture: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
 	@scripts/capture --duration $(DURATION) --interval $(INTERVAL) \

@@ -82,16 +82,16 @@ lab_run() {
 	for i in $(seq 100); do
 		[[ -e $work/server.ready ]] && break
 		kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; die "aqserver failed to start"; }
-		sleep 0.05
+		nap 0.05
 	done
 	((i < 100)) || die "aqserver did not become ready"
 	# Let one probe interval pass with the listener idle, as a baseline.
-	sleep 1
+	nap 1
 	ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connload" -target "$SRV_IP:$LAB_PORT" "${LOAD_ARGS[@]}" \
 		-connect-timeout "$CONNECT_TIMEOUT" -io-timeout "$IO_TIMEOUT" -out "$run/connects.csv" 2> >(sed 's/^/  /' >&2) ||
 		die "connload failed"
 	# One more interval so the probe prints the tail of the load.
-	sleep "$((interval + 1))"
+	nap "$((interval + 1))"
 	kill -TERM "$server_pid" 2>/dev/null || true
 	wait "$server_pid" 2>/dev/null || true
 }

@@ -88,7 +88,7 @@ CONF
 	local i
 	for i in $(seq 100); do
 		ip netns exec "$SRV_NS" ss -ltnH "sport = :$LAB_PORT" | grep -q LISTEN && return 0
-		sleep 0.05
+		nap 0.05
 	done
 	cat "$work/server.err" >&2
 	die "nginx did not start"
@@ -108,12 +108,12 @@ lab_run() {
 	local run=$1 work=$2 pid i n hold_pid t0 rps
 	if [[ $variant == nginx ]]; then
 		start_nginx "$work"
-		sleep 1
+		nap 1
 		t0=${EPOCHREALTIME/,/.}
 		rps=$(run_wrk "$work/wrk.txt")
 		PHASES+=("0 $t0 ${EPOCHREALTIME/,/.} $rps")
 		SERVER_PID=$(pgrep -P "$NGINX_PID" -x nginx | head -1 || true)
-		sleep "$((interval + 1))"
+		nap "$((interval + 1))"
 		stop_process "$NGINX_PID" TERM 5
 		return 0
 	fi
@@ -122,14 +122,14 @@ lab_run() {
 		-ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
 	pid=$!
 	cleanup_push "stop_process $pid TERM 5"
-	for i in $(seq 100); do [[ -e $work/server.ready ]] && break; sleep 0.05; done
+	for i in $(seq 100); do [[ -e $work/server.ready ]] && break; nap 0.05; done
 	[[ -e $work/server.ready ]] || { cat "$work/server.err" >&2; die "httpserver did not become ready"; }
 	SERVER_PID=$(pgrep -P "$pid" -x httpserver || echo "$pid")
-	sleep 1
+	nap 1
 	case $variant in
 	idle)
 		t0=${EPOCHREALTIME/,/.}
-		sleep "$LOAD_SECONDS"
+		nap "$LOAD_SECONDS"
 		PHASES+=("0 $t0 ${EPOCHREALTIME/,/.} 0")
 		;;
 	busy)
@@ -143,19 +143,19 @@ lab_run() {
 			ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connhold" -target "$SRV_IP:$LAB_PORT" -conns "$n" \
 				-hold 300s -rate 5000 -ready-file "$work/hold.ready" 2>"$work/hold.err" &
 			hold_pid=$!
-			for i in $(seq 300); do [[ -e $work/hold.ready ]] && break; sleep 0.1; done
+			for i in $(seq 300); do [[ -e $work/hold.ready ]] && break; nap 0.1; done
 			[[ -e $work/hold.ready ]] || { cat "$work/hold.err" >&2; die "connhold did not get $n connections up"; }
-			sleep 1	# let the server register them all
+			nap 1	# let the server register them all
 			t0=${EPOCHREALTIME/,/.}
 			rps=$(run_wrk "$work/wrk-$n.txt")
 			PHASES+=("$n $t0 ${EPOCHREALTIME/,/.} $rps")
 			log "  $n idle connections: wrk $rps req/s"
 			stop_process "$hold_pid" TERM 10
-			sleep 1
+			nap 1
 		done
 		;;
 	esac
-	sleep "$((interval + 1))"
+	nap "$((interval + 1))"
 	stop_process "$pid" TERM 5
 }
 

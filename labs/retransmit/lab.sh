@@ -78,21 +78,21 @@ lab_run() {
 			-duration 120s -ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
 		pid=$!
 		cleanup_push "stop_process $pid TERM 5"
-		for i in $(seq 100); do [[ -e $work/server.ready ]] && break; sleep 0.05; done
-		sleep 1
+		for i in $(seq 100); do [[ -e $work/server.ready ]] && break; nap 0.05; done
+		nap 1
 		ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connload" -target "$SRV_IP:$AQ_PORT" -mode rate \
 			-rate "${RATE:-50}" -duration "${LOAD_SECONDS:-6}s" -connect-timeout 10s \
 			-out "$run/connects.csv" 2> >(sed 's/^/  /' >&2) || die "connload failed"
-		sleep "$((interval + 1))"
+		nap "$((interval + 1))"
 		stop_process "$pid" TERM 5
 	else
 		ip netns exec "$SRV_NS" iperf3 -s -1 -p "$IPERF_PORT" -B "$SRV_IP" >"$work/iperf3-server.log" 2>&1 &
 		pid=$!
 		cleanup_push "stop_process $pid TERM 5"
-		sleep 1.5	# iperf3 has no ready signal; one interval of baseline as well
+		nap 1.5	# iperf3 has no ready signal; one interval of baseline as well
 		ip netns exec "$CLI_NS" iperf3 -c "$SRV_IP" -p "$IPERF_PORT" -t "$IPERF_SECONDS" -b "$IPERF_RATE" -J \
 			>"$work/iperf3.json" 2>"$work/iperf3.err" || { cat "$work/iperf3.err" "$work/iperf3.json" >&2; die "iperf3 failed"; }
-		sleep "$((interval + 1))"
+		nap "$((interval + 1))"
 		stop_process "$pid" TERM 5
 	fi
 }

@@ -78,17 +78,17 @@ lab_run() {
 		-duration "$((LAB_MAX_SECONDS))s" -ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
 	pid=$!
 	cleanup_push "stop_process $pid TERM 5"
-	for i in $(seq 100); do [[ -e $work/server.ready ]] && break; sleep 0.05; done
+	for i in $(seq 100); do [[ -e $work/server.ready ]] && break; nap 0.05; done
 	[[ -e $work/server.ready ]] || die "aqserver did not become ready"
-	sleep 1
+	nap 1
 	ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connload" -target "$SRV_IP:$LAB_PORT" -mode rate -rate "$RATE" \
 		-duration "${LOAD_SECONDS}s" -connect-timeout 2s -reqs-per-conn "$REQS" -req-interval "$REQ_INTERVAL" \
 		-out "$run/connects.csv" 2> >(sed 's/^/  /' >&2) || die "connload failed"
 	if ((HOLD_SECONDS > 0)); then
 		log "watching TIME_WAIT for ${HOLD_SECONDS}s after the load"
-		sleep "$HOLD_SECONDS"
+		nap "$HOLD_SECONDS"
 	fi
-	sleep "$((interval + 1))"
+	nap "$((interval + 1))"
 	stop_process "$pid" TERM 5
 }
 

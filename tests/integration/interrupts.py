@@ -1,0 +1,171 @@
+"""Interrupt trials: signal a driver's whole process group at some moment and
+list what it left behind.
+
+A terminal's Ctrl-C sends SIGINT to every process of the foreground job, so the
+trials start each command in a process group of its own (as a shell does) and
+signal the group. Used by tests/integration/test_interrupts.py (a few fixed
+moments, in CI) and run by hand for the random trials the closing note reports:
+
+    .venv/bin/python -m tests.integration.interrupts --trials 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE_DIR = Path(os.environ.get("TQ_STATE_DIR", "/run/tcp-hidden-queues"))
+OUR_BINARIES = ("aqserver", "connload", "connhold", "httpserver", "bpftrace", "iperf3", "nginx", "sample-netns")
+
+
+def _preexec() -> None:
+    # A background-launched test run inherits SIGINT ignored; a terminal's
+    # foreground job never has it ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.setpgid(0, 0)
+
+
+@dataclass
+class Leftovers:
+    netns: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    processes: list[str] = field(default_factory=list)
+    state_dirs: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.netns or self.links or self.processes or self.state_dirs)
+
+    def __str__(self) -> str:
+        return "; ".join(f"{k}: {v}" for k, v in vars(self).items() if v) or "nothing"
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def _owner_alive(owner: str) -> bool:
+    """An owner marker '<pid>.<start time>' names a process that still runs."""
+    pid, _, start = owner.partition(".")
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return stat[19] == start
+
+
+def _stray(pid: int) -> str | None:
+    """A process of this pack whose driver is gone: it carries the marker of a
+    dead owner, or it runs from our tree without a marker and was orphaned.
+    (Other people's live runs on the same machine are not leftovers.)"""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    if pid == os.getpid():
+        return None
+    owner = next((e[9:].decode() for e in env if e.startswith(b"TQ_OWNER=")), None)
+    if owner is not None:
+        return None if _owner_alive(owner) else f"{pid} {cmd.strip()[:100]}"
+    if ppid == 1 and str(ROOT) in cmd and any(b in cmd for b in OUR_BINARIES):
+        return f"{pid} {cmd.strip()[:100]}"
+    return None
+
+
+def leftovers() -> Leftovers:
+    """What dead runs left: namespaces whose lab pid is gone, veths in the host
+    namespace, stray processes, state entries of dead owners."""
+    left = Leftovers()
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for line in ns.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = re.match(r"tq-.*-(\d+)$", name)
+        if m and not _alive(int(m.group(1))):
+            left.netns.append(name)
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    left.links = [m.group(1) for m in re.finditer(r"^\d+: (v[ab]\d+)[@:]", links, re.M)]
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and (hit := _stray(int(p.name))):
+            left.processes.append(hit)
+    if STATE_DIR.is_dir():
+        left.state_dirs = sorted(d.name for d in STATE_DIR.iterdir() if not _owner_alive(d.name))
+    return left
+
+
+@dataclass
+class Trial:
+    command: list[str]
+    sig: int
+    delay: float
+    rc: int | None = None
+    seconds: float = 0.0
+    output: str = ""
+    left: Leftovers = field(default_factory=Leftovers)
+
+
+def run_trial(command: list[str], sig: int, delay: float, timeout: float = 120, env: dict | None = None) -> Trial:
+    """Start command in its own process group, signal the group after delay s."""
+    t = Trial(command, sig, delay)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_preexec,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        t.output = "TIMEOUT\n"
+    t.rc = proc.returncode
+    t.seconds = time.monotonic() - t0
+    t.output += out.decode(errors="replace")
+    t.left = leftovers()
+    return t
+
+
+LAB = ["make", "-s", "lab", "LAB=accept-overflow", "VARIANT=healthy"]
+CAPTURE = ["make", "-s", "capture", "DURATION=20", "OUT=/tmp/tq-interrupt-capture"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-delay", type=float, default=25.0, help="latest moment of the signal (s)")
+    args = ap.parse_args()
+    rnd = random.Random(args.seed)
+    dirty = 0
+    for i in range(args.trials):
+        cmd = rnd.choice([LAB, CAPTURE])
+        sig = rnd.choice([signal.SIGINT, signal.SIGTERM])
+        delay = round(rnd.uniform(0.2, args.max_delay), 1)
+        subprocess.run(["rm", "-rf", "/tmp/tq-interrupt-capture"])
+        t = run_trial(cmd, sig, delay)
+        dirty += bool(t.left)
+        print(f"{i + 1:2d} {cmd[2]:8s} {signal.Signals(sig).name:7s} at {delay:5.1f}s: rc {t.rc}, "
+              f"{t.seconds:5.1f}s, left: {t.left}", flush=True)
+        if t.left:
+            subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], capture_output=True)
+    print(f"{args.trials} trials, {dirty} with leftovers")
+    return 1 if dirty else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
