@@ -149,9 +149,15 @@ state_own() {
 	[[ -n $TQ_SELF ]] || return 0
 	printf '%s\t%s\n' "$1" "$2" >>"$TQ_STATE_DIR/$TQ_SELF/manifest"
 }
-# The run ended and cleaned up: nothing for anybody to reap.
+# The run ended and cleaned up: nothing for anybody to reap. Anything still
+# carrying our marker escaped the cleanup (a child reparented before
+# kill_tree saw it, say): it goes now.
 state_done() {
+	local pids
 	[[ -n $TQ_SELF ]] || return 0
+	pids=$(marked_pids "$TQ_SELF" | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	[[ -z ${pids// /} ]] || kill -KILL $pids 2>/dev/null || true
 	rm -rf "${TQ_STATE_DIR:?}/$TQ_SELF"
 }
 

@@ -112,8 +112,12 @@ class Trial:
     left: Leftovers = field(default_factory=Leftovers)
 
 
-def run_trial(command: list[str], sig: int, delay: float, timeout: float = 120, env: dict | None = None) -> Trial:
-    """Start command in its own process group, signal the group after delay s."""
+def run_trial(
+    command: list[str], sig: int, delay: float, timeout: float = 120, env: dict | None = None,
+    again: float | None = None,
+) -> Trial:
+    """Start command in its own process group, signal the group after delay s
+    (and once more `again` s later: a user pressing Ctrl-C twice)."""
     t = Trial(command, sig, delay)
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -125,6 +129,9 @@ def run_trial(command: list[str], sig: int, delay: float, timeout: float = 120, 
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, sig)
+            if again is not None:
+                time.sleep(again)
+                os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
     try:
