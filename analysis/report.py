@@ -13,13 +13,10 @@ from typing import Any
 from . import measurements, plots
 from .findings import CHAIN_ORDER, Finding
 from .rules import RULES, evaluate_all
-from .run import Run, RunDataError
+from .run import PLOT_MANIFEST, Run, RunDataError
 from .wording import describe, headline
 
 VERDICTS_SCHEMA_VERSION = 1
-# plots/ may hold files of others: report writes, replaces and removes only the
-# files listed here (the plots it wrote last time), never the folder.
-PLOT_MANIFEST = ".report-plots.json"
 STOP_REASONS_TEXT = {
     "interrupted": "the capture was interrupted (Ctrl-C or SIGTERM) before its set duration",
     "killed": "the capture was killed (SIGKILL) and reaped afterwards; what it had not yet written is missing",
@@ -57,6 +54,7 @@ class _PlotWriter:
             return final
         fd, tmp = tempfile.mkstemp(prefix=f".{final.stem}.", suffix=".tmp.png", dir=self.out)
         os.close(fd)
+        _default_mode(tmp)
         self.temps[final] = Path(tmp)
         plots.save(fig, Path(tmp))
         return final
@@ -182,8 +180,16 @@ def _check_target(p: Path) -> None:
         raise RunDataError(f"{p}: exists and is not a regular file; report will not replace it")
 
 
+def _default_mode(path: str | Path) -> None:
+    """mkstemp makes 0600 files; outputs get the mode a plain open() would give them."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def _temp_text(final: Path, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    _default_mode(tmp)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     return Path(tmp)

@@ -38,6 +38,10 @@ from .schemas import (
 )
 
 METADATA_SCHEMA_VERSION = 1
+REPORT_OUTPUTS = ("verdicts.json", "report.md")
+# plots/ may hold files of others: report writes, replaces and removes only the
+# files listed here (the plots it wrote last time), never the folder.
+PLOT_MANIFEST = ".report-plots.json"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -64,6 +68,8 @@ def read_bytes(path: Path) -> bytes:
     try:
         st = path.stat()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise RunDataError(f"{path}: missing (a symbolic link to {path.readlink()}, which does not exist)") from None
         raise RunDataError(f"{path}: missing") from None
     except OSError as e:
         raise RunDataError(f"{path}: cannot read: {e.strerror}") from None
@@ -163,7 +169,7 @@ def _parse_rows(path: Path, text: str, table: Table) -> tuple[list[list[str]], l
     return rows, lines, last, notes
 
 
-def _typed(path: Path, table: Table, rows: list[list[str]], lines: list[int]) -> pd.DataFrame:
+def _typed(path: Path, table: Table, rows: list[list[str]], lines: list[int], text: str) -> pd.DataFrame:
     errors: list[str] = []
     data: dict[str, Any] = {}
     for i, c in enumerate(table.columns):
@@ -172,6 +178,14 @@ def _typed(path: Path, table: Table, rows: list[list[str]], lines: list[int]) ->
             vals: list[Any] = [v if v != "" else None for v in raw]
             if not c.nullable:
                 errors += [_cell_error(path, lines[k], table, c.name, "empty") for k, v in enumerate(raw) if v == ""]
+            errors += [
+                _cell_error(path, lines[k], table, c.name, "holds a NUL byte") for k, v in enumerate(raw) if "\0" in v
+            ]
+            errors += [
+                _cell_error(path, lines[k], table, c.name, f"{v!r}: a quote in a field that is not quoted (RFC 4180)")
+                for k, v in enumerate(raw)
+                if '"' in v and '"' + v.replace('"', '""') + '"' not in text
+            ]
             data[c.name] = pd.array(vals, dtype="string")
             continue
         out: list[Any] = []
@@ -210,7 +224,9 @@ def _typed(path: Path, table: Table, rows: list[list[str]], lines: list[int]) ->
     return pd.DataFrame(data, columns=table.column_names)
 
 
-def _checks(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> pd.DataFrame:
+def _checks(
+    path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: tuple[float, float] | None
+) -> pd.DataFrame:
     try:
         df = table.schema().validate(df, lazy=True)
     except pa.errors.SchemaErrors as e:
@@ -228,6 +244,9 @@ def _checks(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> pd.
         more = len(fc) - len(rows)
         raise RunDataError("\n".join(parts) + (f"\n... and {more} more" if more > 0 else "")) from None
     errors: list[str] = []
+    if window is not None and len(df):
+        errors += _window_errors(path, table, df, lines, window)
+        _raise(errors)
     if table.key and len(df):
         dup = df.duplicated(list(table.key), keep="first").to_numpy()
         if dup.any():
@@ -246,6 +265,28 @@ def _checks(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> pd.
         errors += _sysctl_errors(path, table, df, lines)
     _raise(errors)
     return df
+
+
+def _window_errors(
+    path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: tuple[float, float]
+) -> list[str]:
+    """Times inside the capture (metadata.json's start and end, with slack)."""
+    col, scale = ("time_s", 1.0) if "time_s" in table.column_names else ("start_unix_ns", 1e-9)
+    if col not in table.column_names:
+        return []
+    lo, hi = window
+    secs = df[col].astype("float64") * scale
+    bad = np.flatnonzero(((secs < lo) | (secs > hi)).to_numpy())
+    return [
+        _cell_error(
+            path,
+            lines[i],
+            table,
+            col,
+            f"{df[col].iat[i]} is outside the capture (metadata.json: {lo:.0f} .. {hi:.0f} with slack)",
+        )
+        for i in bad[:2]
+    ]
 
 
 def _counter_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> list[str]:
@@ -314,13 +355,13 @@ def _sysctl_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int])
     return errors
 
 
-def load_table(path: Path, table: Table) -> Loaded:
+def load_table(path: Path, table: Table, window: tuple[float, float] | None = None) -> Loaded:
     """A file read, decoded, parsed, typed and checked against its table's contract."""
     text, bad_line = decode(read_bytes(path))
     rows, lines, last, notes = _parse_rows(path, text, table)
     if bad_line is not None:
         notes.append(f"{path.name}: bytes that are not UTF-8 (first on line {bad_line}) read as \\xNN")
-    df = _checks(path, table, _typed(path, table, rows, lines), lines)
+    df = _checks(path, table, _typed(path, table, rows, lines, text), lines, window)
     return Loaded(df, lines, last, notes)
 
 
@@ -560,7 +601,7 @@ class Run:
                 empty = t.schema().coerce_dtype(pd.DataFrame(columns=t.column_names))
                 self._loaded[name] = Loaded(empty, [], 1)
             else:
-                self._loaded[name] = load_table(f, t)
+                self._loaded[name] = load_table(f, t, self.window)
                 self.notes += self._loaded[name].notes
             self._cache[name] = self._loaded[name].df
         return self._cache[name]
@@ -587,27 +628,28 @@ class Run:
         """Load and check every table and what ties them together; returns rows per table."""
         counts = {name: len(self.table(name)) for name in TABLES}
         self._cross_checks()
+        self.check_outputs()
         return counts
+
+    def check_outputs(self) -> None:
+        """report can write its outputs here: each is absent or a regular file, plots/ absent or a folder."""
+        for name in (*REPORT_OUTPUTS, f"plots/{PLOT_MANIFEST}"):
+            p = self.path / name
+            if (p.exists() or p.is_symlink()) and (p.is_symlink() or not p.is_file()):
+                raise RunDataError(f"{p}: exists and is not a regular file; report will not replace it")
+            if name == REPORT_OUTPUTS[0]:
+                plots = self.path / "plots"
+                if plots.is_symlink() or (plots.exists() and not plots.is_dir()):
+                    raise RunDataError(f"{plots}: exists and is not a folder; report writes its plots there")
+
+    @property
+    def window(self) -> tuple[float, float]:
+        """Epoch seconds rows may carry: the capture, with slack at both ends."""
+        slack = max(TIME_SLACK_S, TIME_SLACK_INTERVALS * float(self.metadata["interval_s"]))
+        return self.start - slack, self.end + slack
 
     def _cross_checks(self) -> None:
         meta = self.metadata
-        slack = max(TIME_SLACK_S, TIME_SLACK_INTERVALS * float(meta["interval_s"]))
-        lo, hi = self.start - slack, self.end + slack
-        errors: list[str] = []
-        for name, t in TABLES.items():
-            ld = self._loaded[name]
-            col, scale = ("time_s", 1.0) if "time_s" in t.column_names else ("start_unix_ns", 1e-9)
-            if col not in t.column_names or ld.df.empty:
-                continue
-            secs = ld.df[col].astype("float64") * scale
-            bad = np.flatnonzero(((secs < lo) | (secs > hi)).to_numpy())
-            for i in bad[:2]:
-                errors.append(
-                    f"{self.path / t.file}:{ld.lines[i]}: column {t.column_names.index(col) + 1} ({col}): "
-                    f"{ld.df[col].iat[i]} is outside the capture ({self.start:.0f} .. {self.end:.0f} in "
-                    f"metadata.json, +- {slack:.0f} s)"
-                )
-        _raise(errors)
         # Each probe family's files hold the rows probe-to-csv counted when it wrote them.
         for family, info in meta["probes"].items():
             names = [n for n, t in TABLES.items() if self._probe_family(t) == family]
