@@ -69,7 +69,8 @@ def read_bytes(path: Path) -> bytes:
         st = path.stat()
     except FileNotFoundError:
         if path.is_symlink():
-            raise RunDataError(f"{path}: missing (a symbolic link to {path.readlink()}, which does not exist)") from None
+            target = path.readlink()
+            raise RunDataError(f"{path}: missing (a symbolic link to {target}, which does not exist)") from None
         raise RunDataError(f"{path}: missing") from None
     except OSError as e:
         raise RunDataError(f"{path}: cannot read: {e.strerror}") from None
