@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.run import Run, RunDataError
-from tests.conftest import ROOT
+from analysis.run import Run, RunDataError, read_json
+from tests.conftest import FIXTURES, ROOT
 
 RUN = "accept-overflow-sizing"
 
@@ -86,3 +86,51 @@ def test_cli_prints_error_without_traceback(copy_fixture) -> None:
     # Nothing already captured is lost: the CSVs are untouched and no report was half-written.
     assert (run / "aq_listener.csv").stat().st_size > 0
     assert not (run / "verdicts.json").exists()
+
+
+@pytest.mark.parametrize(
+    "path,schema",
+    [
+        *[(p.relative_to(FIXTURES), "metadata") for p in sorted(FIXTURES.glob("*/metadata.json"))],
+        *[(p.relative_to(FIXTURES), "doctor") for p in sorted(FIXTURES.glob("*/doctor.json"))],
+        *[(p.relative_to(FIXTURES), "compare") for p in sorted(FIXTURES.glob("*/compare.json"))],
+        *[(p.relative_to(FIXTURES), "compare_verdict") for p in sorted(FIXTURES.glob("*/verdict.json"))],
+        *[(p.relative_to(FIXTURES), "sweep") for p in sorted(FIXTURES.glob("*/sweep.json"))],
+    ],
+    ids=str,
+)
+def test_json_schemas_accept_what_the_writers_wrote(path: Path, schema: str) -> None:
+    read_json(FIXTURES / path, "", schema=schema, allow_nan=schema == "compare_verdict")
+
+
+def test_json_error_names_line_and_key_path(copy_fixture) -> None:
+    run = copy_fixture(RUN)
+    meta = run / "metadata.json"
+    text = meta.read_text().replace('"status": "ok", "rows": 83', '"status": "ok", "rows": "83"')
+    meta.write_text(text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if '"rows": "83"' in s)
+    with pytest.raises(
+        RunDataError, match=rf"metadata\.json:{line}: probes\.epoll\.rows: '83' is not of type 'integer'"
+    ):
+        Run.open(run)
+
+
+def test_a_capture_that_has_not_ended_is_refused_with_how_to_reap(copy_fixture) -> None:
+    run = copy_fixture(RUN)
+    meta = json.loads((run / "metadata.json").read_text())
+    meta.update(complete=False, stop_reason="running", ended_epoch=None, ended_at=None)
+    (run / "metadata.json").write_text(json.dumps(meta, indent=2))
+    with pytest.raises(RunDataError, match=r"metadata\.json:\d+: stop_reason: this capture has not ended.*--reap"):
+        Run.open(run)
+
+
+def test_csv_errors_count_physical_lines_inside_quoted_fields(copy_fixture) -> None:
+    run = copy_fixture(RUN)
+    f = run / "aq_accept.csv"
+    rows = f.read_bytes().splitlines(keepends=True)
+    rows[1] = rows[1].replace(b",aqserver,", b',"aq\nserver",')  # row 2 spans lines 2-3
+    rows[2] += b"\n"  # a blank line 5
+    rows[3] = rows[3].replace(b",aqserver,", b",aqserver,x")  # physical line 6
+    f.write_bytes(b"".join(rows))
+    with pytest.raises(RunDataError, match=r"aq_accept\.csv:6: column 4 \(netns\): 'x4026532177' is not an integer"):
+        Run.open(run).table("aq_accept")
