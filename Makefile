@@ -21,8 +21,9 @@ BACKLOGS  ?=
 SECONDS   ?=
 PORT      ?= 8888
 PYTEST_ARGS ?=
+TARGETS   ?=
 
-.PHONY: help setup doctor demo test lab capture report validate compare sweep notebook bench lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture report validate compare sweep notebook bench matrix lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -72,9 +73,12 @@ notebook: setup ## Jupyter on 127.0.0.1:8888 (PORT=) over notebooks/: RUN, lates
 bench: setup ## in-kernel cost per event of each probe on its lab's traffic (bpf_stats)
 	@scripts/bench
 
+matrix: setup ## VM test matrix: Debian 12 (6.1, bpftrace 0.17), Debian 13 (6.12, 0.23), this host; prints the tier table
+	@scripts/matrix $(TARGETS)
+
 lint: setup ## shellcheck + ruff
-	@shellcheck scripts/* labs/*/lab.sh .ci/run
-	@.venv/bin/ruff check analysis tests
+	@shellcheck scripts/* vm/guest-run labs/*/lab.sh .ci/run
+	@.venv/bin/ruff check analysis tests vm
 
 schema-doc: setup ## regenerate docs/data-contract.md from analysis/schemas.py
 	@$(PY) -m analysis schema-doc > docs/data-contract.md

@@ -12,7 +12,7 @@ from tests.conftest import ROOT
 
 def _shell_files() -> list[str]:
     files = [p for p in (ROOT / "scripts").iterdir() if p.is_file() and "python" not in p.open().readline()]
-    files += [*list((ROOT / "labs").glob("*/lab.sh")), ROOT / ".ci" / "run"]
+    files += [*list((ROOT / "labs").glob("*/lab.sh")), ROOT / ".ci" / "run", ROOT / "vm" / "guest-run"]
     return [str(p.relative_to(ROOT)) for p in sorted(files)]
 
 
@@ -30,7 +30,7 @@ def test_every_script_has_help(script: str) -> None:
 
 def test_ruff_clean() -> None:
     r = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ruff"), "check", "analysis", "tests", "scripts/sysctl-profile"],
+        [str(ROOT / ".venv" / "bin" / "ruff"), "check", "analysis", "tests", "vm", "scripts/sysctl-profile"],
         cwd=ROOT,
         capture_output=True,
         text=True,
