@@ -784,8 +784,8 @@ LAB_SCHEMA = _obj(
     ("lab", "variant"),
 )
 
-PROBE_STATUSES = ["ok", "not_runnable", "failed", "died", "killed", "running"]
-STOP_REASONS = ["duration", "requested", "interrupted", "killed", "running"]
+PROBE_STATUSES = ["ok", "not_runnable", "failed", "died", "killed", "running", "interrupted"]
+STOP_REASONS = ["duration", "requested", "interrupted", "killed", "running", "error"]
 
 METADATA_SCHEMA = _obj(
     "one run",
@@ -807,7 +807,7 @@ METADATA_SCHEMA = _obj(
         "stop_reason": _t(
             "string",
             "duration, requested (USR1), interrupted (Ctrl-C/TERM), killed (SIGKILLed capture, reaped "
-            "afterwards), running (not finished: still running or never reaped)",
+            "afterwards), running (not finished: still running or never reaped), error (the capture failed)",
             enum=STOP_REASONS,
         ),
         "duration_requested_s": _t("integer", "asked duration; 0 = until stopped", minimum=0),
@@ -841,7 +841,13 @@ METADATA_SCHEMA = _obj(
                     {
                         "file": _t(["string", "null"], "probe file that ran"),
                         "tier": _t(["string", "null"], "tier that ran"),
-                        "status": _t("string", "how it ended", enum=PROBE_STATUSES),
+                        "status": _t(
+                            "string",
+                            "how it ended: ok, not_runnable (no tier for this kernel), failed (did not attach), died "
+                            "(exited early), interrupted (stopped before it had attached), killed (capture SIGKILLed), "
+                            "running (capture not finished)",
+                            enum=PROBE_STATUSES,
+                        ),
                         "rows": _t("integer", "CSV rows scripts/probe-to-csv wrote for it", minimum=0),
                         "recursion_misses": _t(["integer", "null"], "events the kernel skipped", minimum=0),
                         "note": _t("string", "why it did not run, or what went wrong"),

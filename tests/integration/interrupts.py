@@ -48,7 +48,11 @@ class Leftovers:
 
 
 def _alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
+    """Running, not a zombie (a killed lab waits for a reaper as a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _owner_alive(owner: str) -> bool:
@@ -58,7 +62,7 @@ def _owner_alive(owner: str) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return False
-    return stat[19] == start
+    return stat[19] == start and stat[0] != "Z"
 
 
 def _stray(pid: int) -> str | None:

@@ -163,11 +163,15 @@ func plan(cfg config) (int, func(i int) time.Duration) {
 }
 
 func run(cfg config) error {
-	// Open the output first so a bad path fails before any load is sent.
-	f, err := os.Create(cfg.out)
+	// Open the output first so a bad path fails before any load is sent. It
+	// gets its name only once complete: a connload killed halfway (a second
+	// Ctrl-C) leaves no connects.csv rather than an empty or truncated one.
+	tmp := cfg.out + ".partial"
+	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
+	defer os.Remove(tmp)
 	defer f.Close()
 
 	dialer := &net.Dialer{Timeout: cfg.connectTimeout}
@@ -229,6 +233,9 @@ schedule:
 		return err
 	}
 	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, cfg.out); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, summary(records))
