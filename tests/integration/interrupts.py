@@ -117,7 +117,11 @@ class Trial:
 
 
 def run_trial(
-    command: list[str], sig: int, delay: float, timeout: float = 120, env: dict | None = None,
+    command: list[str],
+    sig: int,
+    delay: float,
+    timeout: float = 120,
+    env: dict | None = None,
     again: float | None = None,
 ) -> Trial:
     """Start command in its own process group, signal the group after delay s
@@ -125,7 +129,11 @@ def run_trial(
     t = Trial(command, sig, delay)
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_preexec,
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_preexec,
         env={**os.environ, **(env or {})},
     )
     try:
@@ -160,21 +168,42 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-delay", type=float, default=25.0, help="latest moment of the signal (s)")
+    ap.add_argument(
+        "--sigkill",
+        action="store_true",
+        help="SIGKILL instead (nothing can trap it): count what is left once the next driver has started",
+    )
     args = ap.parse_args()
     rnd = random.Random(args.seed)
-    dirty = 0
+    dirty = killed_left = 0
     for i in range(args.trials):
         cmd = rnd.choice([LAB, CAPTURE])
-        sig = rnd.choice([signal.SIGINT, signal.SIGTERM])
+        sig = signal.SIGKILL if args.sigkill else rnd.choice([signal.SIGINT, signal.SIGTERM])
         delay = round(rnd.uniform(0.2, args.max_delay), 1)
         subprocess.run(["rm", "-rf", "/tmp/tq-interrupt-capture"])
         t = run_trial(cmd, sig, delay)
+        note = ""
+        if args.sigkill:
+            killed_left += bool(t.left)
+            # The next run of a driver reaps first (here: a capture that only reaps).
+            nxt = subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], capture_output=True, text=True)
+            note = f" | next driver said: {nxt.stderr.strip() or 'nothing'}"
+            t.left = leftovers()
         dirty += bool(t.left)
-        print(f"{i + 1:2d} {cmd[2]:8s} {signal.Signals(sig).name:7s} at {delay:5.1f}s: rc {t.rc}, "
-              f"{t.seconds:5.1f}s, left: {t.left}", flush=True)
+        print(
+            f"{i + 1:2d} {cmd[2]:8s} {signal.Signals(sig).name:7s} at {delay:5.1f}s: rc {t.rc}, "
+            f"{t.seconds:5.1f}s, left: {t.left}{note}",
+            flush=True,
+        )
         if t.left:
             subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], capture_output=True)
-    print(f"{args.trials} trials, {dirty} with leftovers")
+    if args.sigkill:
+        print(
+            f"{args.trials} SIGKILL trials: {killed_left} left something at the kill, "
+            f"{dirty} with leftovers once the next driver had started"
+        )
+    else:
+        print(f"{args.trials} trials, {dirty} with leftovers")
     return 1 if dirty else 0
 
 

@@ -45,7 +45,9 @@ def test_hostile_comm_survives_capture_and_loader(kernel, tmp_path):
     out = tmp_path / "run"
     cap = subprocess.Popen(
         [str(ROOT / "scripts" / "capture"), "-q", "-d", "8", "-o", str(out), "-p", "accept_queue,time_wait,epoll"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     for _ in range(300):
         if (out / ".capture-ready").exists() or cap.poll() is not None:
