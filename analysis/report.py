@@ -20,6 +20,7 @@ VERDICTS_SCHEMA_VERSION = 1
 STOP_REASONS_TEXT = {
     "interrupted": "the capture was interrupted (Ctrl-C or SIGTERM) before its set duration",
     "killed": "the capture was killed (SIGKILL) and reaped afterwards; what it had not yet written is missing",
+    "error": "the capture failed before it finished",
     "duration": "a probe did not run to the end",
     "requested": "a probe did not run to the end",
 }
