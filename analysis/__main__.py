@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
-import argparse
+import signal
 import sys
 
-from .run import Run, RunDataError
+
+def _interrupted(signum: int, frame: object) -> None:
+    # Ctrl-C at any moment (imports included) ends with a word, not a traceback.
+    # SystemExit still runs the report's clean-up of its temporary files, and
+    # outputs are renamed into place only once all of them are written.
+    print("interrupted", file=sys.stderr)
+    raise SystemExit(130)
+
+
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted)
+
+import argparse  # noqa: E402
+
+from .run import Run, RunDataError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
