@@ -76,7 +76,12 @@ def target_rows(d: Path) -> tuple[list[dict], list[str]]:
             problems.append(f"{d.name}: {fam}: doctor predicted {predicted}, capture ran {ran_file}")
         cost = "-"
         stats = load(d / f"bpfstats-{fam}.json") or {}
-        progs = stats.get(Path(ran_file).name if ran_file else "", {})
+        # Event programs only: the interval program (perf_event) prints, it is not per event.
+        progs = {
+            k: v
+            for k, v in stats.get(Path(ran_file).name if ran_file else "", {}).items()
+            if not k.startswith("perf_event:")
+        }
         cnt = sum(p["run_cnt"] for p in progs.values())
         ns = sum(p["run_time_ns"] for p in progs.values())
         if cnt:
