@@ -67,9 +67,18 @@ owner_alive() {
 	[[ $(proc_starttime "$pid" 2>/dev/null) == "$st" ]]
 }
 
-# PIDs of processes carrying the marker of owner $1 (environ is NUL-separated).
+# PIDs of processes carrying the marker of owner $1 (environ is NUL-separated),
+# less the drivers among them: a driver started by another (a lab under bench)
+# still shows its parent's marker in /proc/PID/environ, but it registered
+# itself and cleans up after itself; killing it would cut that short.
 marked_pids() {
-	grep -lsxzF "TQ_OWNER=$1" /proc/[0-9]*/environ 2>/dev/null | awk -F/ -v me="$$" '$3 != me {print $3}' || true
+	local pid
+	{ grep -lsxzF "TQ_OWNER=$1" /proc/[0-9]*/environ 2>/dev/null || true; } | awk -F/ '{print $3}' |
+		while read -r pid; do
+			[[ $pid != "$$" ]] || continue
+			compgen -G "$TQ_STATE_DIR/$pid.*/prog" >/dev/null && continue
+			echo "$pid"
+		done
 }
 
 # Remove what dead runs left; say what. A living driver whose parent driver
@@ -84,10 +93,12 @@ reap_dead_runs() {
 		if owner_alive "$owner"; then
 			parent=$(cat "$d/parent" 2>/dev/null || true)
 			if [[ -n $parent ]] && ! owner_alive "$parent"; then
+				# Its parent was killed and it was not: it cleans up on TERM.
 				log "a $(cat "$d/prog" 2>/dev/null || echo driver) run (pid ${owner%.*}) outlived the driver that started it: stopping it"
 				kill -TERM "${owner%.*}" 2>/dev/null || true
+				for _ in $(seq 300); do owner_alive "$owner" || break; sleep 0.1; done
 			fi
-			continue
+			owner_alive "$owner" && continue
 		fi
 		what=()
 		# Processes first (they may hold namespaces); SIGKILL: their owner is gone.

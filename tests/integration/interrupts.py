@@ -101,7 +101,7 @@ def leftovers() -> Leftovers:
         if p.name.isdigit() and (hit := _stray(int(p.name))):
             left.processes.append(hit)
     if STATE_DIR.is_dir():
-        left.state_dirs = sorted(d.name for d in STATE_DIR.iterdir() if not _owner_alive(d.name))
+        left.state_dirs = sorted(d.name for d in STATE_DIR.iterdir() if d.is_dir() and not _owner_alive(d.name))
     return left
 
 
