@@ -13,6 +13,7 @@ only as good as the runs: every run directory stays inspectable on its own.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,6 +273,17 @@ def verdict(cfg: dict[str, Any], summary: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _no_nan(x: Any) -> Any:
+    """NaN (a metric no run of one side measured) as JSON null: NaN is not JSON."""
+    if isinstance(x, dict):
+        return {k: _no_nan(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_no_nan(v) for v in x]
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    return x
+
+
 def write(comparison: str | Path) -> tuple[Path, dict[str, Any]]:
     """Analyse a comparison directory; returns the markdown path and the verdict."""
     from . import plots
@@ -301,7 +313,7 @@ def write(comparison: str | Path) -> tuple[Path, dict[str, Any]]:
     read_table(d / "runs.csv", DERIVED_TABLES["compare_runs"])
     read_table(d / "summary.csv", DERIVED_TABLES["compare_summary"])
     v = verdict(cfg, summary)
-    (d / "verdict.json").write_text(json.dumps(v, indent=2, default=float) + "\n")
+    (d / "verdict.json").write_text(json.dumps(_no_nan(v), indent=2, default=float, allow_nan=False) + "\n")
     fig = plots.comparison(long, summary, cfg)
     plots.save(fig, d / "plots" / "compare.png")
     md = d / "comparison.md"

@@ -330,7 +330,12 @@ def _schema(table: Table) -> pa.DataFrameSchema:
 def _window_errors(
     path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: tuple[float, float]
 ) -> list[str]:
-    """Times inside the capture (metadata.json's start and end, with slack)."""
+    """Times inside the capture (metadata.json's start and end, with slack).
+
+    Only for what the capture itself writes: a lab's own files (connects.csv)
+    may run past a capture that stopped at its safety duration."""
+    if not (table.probe or table.writer.startswith("scripts/")):
+        return []
     col, scale = ("time_s", 1.0) if "time_s" in table.column_names else ("start_unix_ns", 1e-9)
     if col not in table.column_names:
         return []
@@ -350,11 +355,14 @@ def _window_errors(
 
 
 def _counter_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> list[str]:
-    """delta = value - previous value of the same (netns, counter); empty only on the first row."""
+    """delta = value - previous value of the same (netns, counter); empty only on the first row.
+
+    In file order, not time order: each sampler appends its rows as it takes
+    them, and a wall clock stepped back (NTP, a VM resumed) must not turn a
+    correct chain into errors."""
     errors: list[str] = []
     last: dict[tuple[int, str], tuple[int, int]] = {}
-    ts = df["time_s"].astype("float64").tolist()
-    order = sorted(range(len(df)), key=lambda i: (ts[i], i))
+    order = range(len(df))
     netns, counter, value, delta = (df[c].tolist() for c in ("netns", "counter", "value", "delta"))
     for i in order:
         k = (netns[i], counter[i])

@@ -272,7 +272,12 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
     lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport) & (lis["ret"] == 0)]
     requested: int | None = int(lis["backlog_requested"].iloc[-1]) if not lis.empty else None
     lab_server = (run.lab or {}).get("server") or {}
-    if requested is None and lab_server.get("port") == lport and lab_server.get("netns_inode") == netns:
+    if (
+        requested is None
+        and lab_server.get("port") == lport
+        and lab_server.get("netns_inode") == netns
+        and lab_server.get("backlog_requested") is not None
+    ):
         requested = int(lab_server["backlog_requested"])
     somax_raw = run.sysctl(netns, "net.core.somaxconn")
     somaxconn = int(somax_raw) if somax_raw is not None else None
