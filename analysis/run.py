@@ -16,12 +16,12 @@ import json
 import math
 import re
 import stat
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
@@ -36,6 +36,12 @@ from .schemas import (
     TIME_SLACK_S,
     Table,
 )
+
+# jsonschema imports rfc3987_syntax, when installed (Jupyter brings it), only to
+# check the "iri" string format, which no schema here uses; building its grammar
+# cost 1-3 s on every command. Marked absent, jsonschema skips that format.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+import jsonschema  # noqa: E402
 
 METADATA_SCHEMA_VERSION = 1
 REPORT_OUTPUTS = ("verdicts.json", "report.md")
