@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -61,12 +60,17 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def leftovers(tag: str) -> list[str]:
-    """Namespaces and processes a lab or capture may have left behind."""
-    found = []
-    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    found += [f"netns {line.split()[0]}" for line in ns.splitlines() if tag in line]
-    for proc in ("bpftrace", "aqserver", "connload", "sample-netns"):
-        r = subprocess.run(["pgrep", "-f", proc], capture_output=True, text=True)
-        found += [f"process {proc} {pid}" for pid in r.stdout.split()]
-    return found
+def leftovers(tag: str = "tq-") -> list[str]:
+    """What a lab or capture left behind: namespaces (named with tag) whose lab
+    is gone, and processes or state entries whose owning driver is dead. Found
+    by the TQ_OWNER marker the drivers give their children, never by process
+    name: another user's bpftrace on the same machine is not ours."""
+    from tests.integration.interrupts import leftovers as stray
+
+    left = stray()
+    return (
+        [f"netns {n}" for n in left.netns if tag in n]
+        + [f"link {n}" for n in left.links]
+        + [f"process {p}" for p in left.processes]
+        + [f"state {d}" for d in left.state_dirs]
+    )
