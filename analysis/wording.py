@@ -25,6 +25,7 @@ CAUSE_NAMES = {
     "data_loss": "data segments lost on the path (data_loss)",
     "syn_loss": "connection attempts lost (syn_loss)",
     "remote_accept_queue_full": "packets dropped by a full accept queue at the server",
+    "local_accept_queue_full": "final ACKs dropped by this server's full accept queue",
     "short_connections_client_closes": "short connections closed first by this side",
     "loop_saturated": "the loop always finds work ready",
 }
@@ -118,6 +119,15 @@ TEMPLATES: dict[tuple[str, str, str], str] = {
         "(see accept_queue_overflow)."
     ),
     ("retransmit_storm", "fix", "remote_accept_queue_full"): (
+        "Fix: the accept-queue finding's fix; the network is not at fault."
+    ),
+    ("retransmit_storm", "cause", "local_accept_queue_full"): (
+        "Cause: the accept queue of this server's listener ({direction}) was full in {listener_full_intervals} "
+        "interval(s): "
+        "the clients' final ACKs met the full queue and were dropped, so the kernel re-sent its SYN-ACKs "
+        "(see accept_queue_overflow)."
+    ),
+    ("retransmit_storm", "fix", "local_accept_queue_full"): (
         "Fix: the accept-queue finding's fix; the network is not at fault."
     ),
     ("retransmit_storm", "fix", "data_loss"): (

@@ -111,3 +111,19 @@ def test_report_writes_verdicts_markdown_and_pngs(copy_fixture) -> None:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
         assert f"({p.relative_to(run_dir)})" in text
+
+
+def test_server_side_synack_storm_is_the_overflow_not_the_path() -> None:
+    """A sizing run on a busy machine: the server re-sent SYN-ACKs because its
+    full queue dropped the clients' final ACKs. Both sides' retransmit storms
+    point at the overflow; none is blamed on the network."""
+    from analysis.rules import retransmits
+
+    run = Run.open(fixture_run("accept-overflow-sizing-busy"))
+    storms = [f for f in retransmits.evaluate(run) if f.status != "absent"]
+    by_side = {f.subject["we_are"]: f for f in storms}
+    assert set(by_side) == {"server", "client"}
+    assert by_side["server"].cause_class == "local_accept_queue_full"
+    assert by_side["client"].cause_class == "remote_accept_queue_full"
+    server_probe = next(link for link in by_side["server"].chain if link.link == "probe").evidence
+    assert server_probe["synack_segs"] > 0 and server_probe["synack_segs"] >= server_probe["data_segs"]

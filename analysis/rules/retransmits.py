@@ -148,10 +148,17 @@ def evaluate(run: Run) -> list[Finding]:
         overflowed = aq[(aq["laddr"] == raddr) & (aq["lport"] == port) & (aq["full_events"] > 0)]
         if not overflowed.empty:
             cause = "remote_accept_queue_full"
+        # On the server's side the same overflow shows as SYN-ACK retransmits:
+        # the client's final ACK met the full queue and was dropped, so the
+        # request stays half-open and the kernel re-sends its SYN-ACK. Only
+        # that listener, in this namespace, and only when SYN-ACKs dominate.
+        own = aq[(aq["netns"] == netns) & (aq["lport"] == port) & (aq["full_events"] > 0)]
+        if local and not own.empty and probe_ev["synack_segs"] >= data:
+            cause, overflowed = "local_accept_queue_full", own
         cause_ev: dict[str, Any] = {
             "direction": f"{laddr} -> {raddr}:{port}" if not local else f"{laddr}:{port} -> {raddr}"
         }
-        if cause == "remote_accept_queue_full":
+        if cause in ("remote_accept_queue_full", "local_accept_queue_full"):
             cause_ev["listener_full_intervals"] = len(overflowed)
         if lab.get("lab") == "retransmit":
             cause_ev["lab_injected_loss_pct"] = lab.get("loss_pct")
