@@ -20,14 +20,16 @@ RATES     ?=
 BACKLOGS  ?=
 SECONDS   ?=
 PORT      ?= 8888
+PAIRS     ?=
+CASES     ?=
 PYTEST_ARGS ?=
 TARGETS   ?=
 
-.PHONY: help setup doctor demo test lab capture report validate compare sweep notebook bench matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN A B REPEAT SET KIND RATES BACKLOGS SECONDS PORT"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN A B REPEAT SET KIND RATES BACKLOGS SECONDS PORT PAIRS CASES"
 	@echo "  (see README.md)"
 
 setup: ## install apt packages, .venv and Go lab binaries (idempotent)
@@ -72,6 +74,9 @@ notebook: setup ## Jupyter on 127.0.0.1:8888 (PORT=) over notebooks/: RUN, lates
 
 bench: setup ## in-kernel cost per event of each probe on its lab's traffic (bpf_stats)
 	@scripts/bench
+
+bench-overhead: setup ## capture cost on loopback nginx churn, A/B: throughput ratio, BPF µs/connection (PAIRS= SECONDS= CASES=)
+	@scripts/bench-overhead $(if $(PAIRS),--pairs $(PAIRS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(CASES),--cases $(CASES))
 
 matrix: setup ## VM test matrix: Debian 12 (6.1, bpftrace 0.17), Debian 13 (6.12, 0.23), this host; prints the tier table
 	@scripts/matrix $(TARGETS)
