@@ -24,7 +24,13 @@ from ..run import Run
 
 KIND = "event_loop_saturation"
 INPUTS = ("ep_loop", "listeners")
-MIN_EVENTS = 50  # events per interval before a loop counts as busy
+# Events per interval before a loop counts as busy. The signal is that the
+# loop never waits while work keeps arriving; this floor only keeps an idle
+# poller out. It was 50: a CPU-bound server that takes 40 ms a request (the
+# epoll lab under emulation, Debian 13 VM) serves < 50 events a second and
+# never blocks — saturated, and missed. No real capture in tests/fixtures
+# other than epoll-busy has a loop that passes with 10.
+MIN_EVENTS = 10
 MAX_WAIT_SHARE = 0.05  # of the interval spent blocked in epoll
 MIN_BUSY_INTERVALS = 3
 
