@@ -127,3 +127,16 @@ def test_server_side_synack_storm_is_the_overflow_not_the_path() -> None:
     assert by_side["client"].cause_class == "remote_accept_queue_full"
     server_probe = next(link for link in by_side["server"].chain if link.link == "probe").evidence
     assert server_probe["synack_segs"] > 0 and server_probe["synack_segs"] >= server_probe["data_segs"]
+
+
+def test_bursts_draining_at_interval_ends_stay_sizing() -> None:
+    """Real sizing runs whose interval ends caught bursts still draining (a few
+    of 16 left, SYN retries re-bursting) are sizing; overload is capacity."""
+    for name, cause in [
+        ("accept-overflow-sizing-phase", "sizing"),
+        ("accept-overflow-sizing-busy", "sizing"),
+        ("accept-overflow-sizing", "sizing"),
+        ("accept-overflow-queue", "capacity"),
+    ]:
+        (f,) = [x for x in accept_queue.evaluate(Run.open(fixture_run(name))) if x.status != "absent"]
+        assert f.cause_class == cause, (name, f.cause_class)

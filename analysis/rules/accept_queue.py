@@ -109,9 +109,11 @@ def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     # Runs of consecutive intervals that overflowed and still had a queue at
     # their end while accepts went on: the accept loop never caught up. After
     # a burst (sizing) the queue drains before the interval ends.
-    # "A queue" means at least a quarter of the limit, so a sample that lands in
-    # the last milliseconds of a burst's drain does not turn sizing into capacity.
-    backlog_left = rows["depth_now"] >= (rows["limit"] // 4).clip(lower=1)
+    # "A queue" means at least half the limit: the print lands at some phase of
+    # the bursts (and of their SYN retries), so a burst still draining can
+    # leave a few. Measured at interval ends with limit 16: sizing runs 0-11
+    # (never two ends in a row at >= 8), overload (queue variant) 14-18.
+    backlog_left = rows["depth_now"] >= (rows["limit"] // 2).clip(lower=1)
     busy_full = (
         ((nearly_full_at_end | (backlog_left & (rows["full_events"] > 0))) & (rows["accepted"] > 0))
         .astype(int)
