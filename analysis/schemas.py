@@ -483,6 +483,14 @@ def schema_doc() -> str:
         "",
         "Text fields that can hold any byte but NUL (`comm`): " + COMM_TEXT + ".",
         "",
+        "How they are made safe (escaped, not replaced): bpftrace 0.17 has no string functions, so the "
+        "probes print `comm` raw in their own output (`probe_<family>.out`), and `ss -p` does the same. "
+        "`comm` is the only free-text field of any record, so `scripts/probe-to-csv` and "
+        "`scripts/sample-netns` recover it by position (in a map key: the key columns before the first "
+        "counter column; a line cut by a newline in it is joined to the next) and write it quoted as "
+        "above. The raw probe output is therefore not CSV to be read directly; the run directory's "
+        "files are. Addresses (`ntop()`) and numbers cannot hold a comma or a quote.",
+        "",
     ]
     for t in [*TABLES.values(), *DERIVED_TABLES.values()]:
         out += [
