@@ -81,9 +81,9 @@ bench-overhead: setup ## capture cost on loopback nginx churn, A/B: throughput r
 matrix: setup ## VM test matrix: Debian 12 (6.1, bpftrace 0.17), Debian 13 (6.12, 0.23), this host; prints the tier table
 	@scripts/matrix $(TARGETS)
 
-lint: setup ## shellcheck + ruff
-	@shellcheck scripts/* vm/guest-run labs/*/lab.sh .ci/run
-	@.venv/bin/ruff check analysis tests vm
+lint: setup ## shellcheck + ruff (the same files as tests/test_lint.py)
+	@shellcheck $$(grep -L '^#!.*python' scripts/*) vm/guest-run labs/*/lab.sh .ci/run
+	@.venv/bin/ruff check analysis tests vm scripts/sysctl-profile
 
 schema-doc: setup ## regenerate docs/data-contract.md from analysis/schemas.py
 	@$(PY) -m analysis schema-doc > docs/data-contract.md
