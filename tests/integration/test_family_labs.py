@@ -45,7 +45,7 @@ def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, varian
     # run the probe for (recursion misses, read from the probe's programs).
     misses = rec["probe_recursion_misses"]
     assert misses is not None
-    tol = max(1, 0.01 * rec["kernel_retrans_segs"]) + misses
+    tol = max(2, 0.01 * rec["kernel_retrans_segs"]) + misses  # 2: see the SYN note below
     assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= tol, rec
     # Two SYN retransmits: once (CI, 2026-11-23, synloss) the kernel counted 125
     # TCPSynRetrans in the client namespace and the tracepoint saw 123, with no
