@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .derived import connects
+from .derived.counters import capture_total
 from .run import Run, RunDataError, read_json, read_table
 from .schemas import DERIVED_TABLES
 
@@ -55,74 +57,28 @@ def _server_inode(run: Run) -> int | None:
     return int(srv["netns_inode"]) if "netns_inode" in srv else None
 
 
-def _counter_total(run: Run, name: str, netns: int | None = None) -> float:
-    c = run.table("counters")
-    c = c[c["counter"] == name]
-    if netns is not None:
-        c = c[c["netns"] == netns]
-    return float(c["delta"].fillna(0).sum())
-
-
-def _connects(run: Run) -> pd.DataFrame | None:
-    c = run.table("connects")
-    return None if c.empty else c
-
-
-def _connected(run: Run) -> pd.Series | None:
-    c = _connects(run)
-    if c is None:
-        return None
-    return c[~c["result"].astype(str).str.startswith("connect_")]["connect_us"].astype(float)
-
-
-def _quantile_ms(s: pd.Series | None, q: float) -> float | None:
-    return None if s is None or s.empty else float(s.quantile(q)) / 1000.0
-
-
-def _first_byte_ms(run: Run, q: float) -> float | None:
-    c = _connects(run)
-    if c is None:
-        return None
-    fb = c[c["result"] == "ok"]["first_byte_us"].dropna().astype(float)
-    return None if fb.empty else float(fb.quantile(q)) / 1000.0
-
-
-def _failed(run: Run) -> float | None:
-    c = _connects(run)
-    return None if c is None else float((c["result"] != "ok").sum())
-
-
-def _eaddrnotavail(run: Run) -> float | None:
-    c = _connects(run)
-    return None if c is None else float((c["errno"] == "EADDRNOTAVAIL").sum())
-
-
-def _ok_per_s(run: Run) -> float | None:
-    c = _connects(run)
-    if c is None or len(c) < 2:
-        return None
-    span = (c["start_unix_ns"].max() - c["start_unix_ns"].min()) / 1e9
-    return float((c["result"] == "ok").sum()) / span if span > 0 else None
-
-
 def _overflows(run: Run) -> float | None:
     ino = _server_inode(run)
-    return None if ino is None else _counter_total(run, "ListenOverflows", ino)
+    return None if ino is None else capture_total(run, "ListenOverflows", ino)
 
 
 METRICS: tuple[Metric, ...] = (
     Metric("overflows", "accept-queue overflows (ListenOverflows, server)", _overflows),
-    Metric("failed", "failed connection attempts", _failed),
-    Metric("eaddrnotavail", "connect() failures with EADDRNOTAVAIL", _eaddrnotavail),
-    Metric("connect_p50_ms", "connect latency p50 (ms)", lambda r: _quantile_ms(_connected(r), 0.50)),
-    Metric("connect_p99_ms", "connect latency p99 (ms)", lambda r: _quantile_ms(_connected(r), 0.99)),
-    Metric("reply_p99_ms", "time to the first reply byte, p99 (ms)", lambda r: _first_byte_ms(r, 0.99)),
+    Metric("failed", "failed connection attempts", connects.failed),
+    Metric("eaddrnotavail", "connect() failures with EADDRNOTAVAIL", connects.eaddrnotavail),
+    Metric(
+        "connect_p50_ms", "connect latency p50 (ms)", lambda r: connects.quantile_ms(connects.connected_us(r), 0.50)
+    ),
+    Metric(
+        "connect_p99_ms", "connect latency p99 (ms)", lambda r: connects.quantile_ms(connects.connected_us(r), 0.99)
+    ),
+    Metric("reply_p99_ms", "time to the first reply byte, p99 (ms)", lambda r: connects.first_byte_ms(r, 0.99)),
     Metric(
         "retransmits",
         "retransmitted segments (RetransSegs, all namespaces)",
-        lambda r: _counter_total(r, "RetransSegs"),
+        lambda r: capture_total(r, "RetransSegs"),
     ),
-    Metric("ok_per_s", "throughput (answered connections per second of load)", _ok_per_s, better="higher"),
+    Metric("ok_per_s", "throughput (answered connections per second of load)", connects.ok_per_s, better="higher"),
 )
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rules import epoll, retransmits, time_wait
+from .derived import time_wait
+from .derived.epoll import epoll_sweep
+from .derived.retransmits import reconcile
 from .run import Run
 
 
@@ -17,7 +19,7 @@ def reconciliation(run: Run) -> list[dict[str, Any]]:
     if run.metadata["probes"].get("retransmits", {}).get("status") != "ok":
         return out
     for ns in run.metadata["netns"]:
-        rec = retransmits.reconcile(run, int(ns["inode"]))
+        rec = reconcile(run, int(ns["inode"]))
         if rec["probe_retrans_segs"] or rec["kernel_retrans_segs"]:
             out.append({"netns_label": ns["label"], **rec})
     return out
@@ -59,7 +61,7 @@ def all_measurements(run: Run) -> dict[str, Any]:
         m["time_wait"] = tw
     lab = run.lab or {}
     if lab.get("lab") == "epoll" and len(lab.get("phases") or []) > 1:
-        m["epoll_sweep"] = epoll.epoll_sweep(run).to_dict(orient="records")
+        m["epoll_sweep"] = epoll_sweep(run).to_dict(orient="records")
     return m
 
 

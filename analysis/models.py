@@ -28,12 +28,14 @@ from dataclasses import dataclass
 import ciw
 import numpy as np
 
-TIME_WAIT_S = 60.0
+from .kernel import TCP_TIMEWAIT_LEN_S, accept_queue_room
+
+TIME_WAIT_S = float(TCP_TIMEWAIT_LEN_S)
 
 
 def accept_queue_capacity(limit: int) -> int:
     """K for the model: limit + 1 queued (full means > limit) + 1 in service."""
-    return int(limit) + 2
+    return accept_queue_room(limit) + 1
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .derived import counters
+from .derived.epoll import per_process, wait_share
+from .derived.retransmits import segments_per_interval
+from .derived.time_wait import littles_law
+from .kernel import TCP_TIMEWAIT_LEN_S
 from .run import Run
 
 
@@ -46,7 +51,7 @@ def queue_depth(run: Run, netns: int, lport: int) -> Figure:
 
 
 def counter_deltas(run: Run, netns: int, names: list[str]) -> Figure:
-    wide = run.counter_deltas(netns, names)
+    wide = counters.per_sample(run, netns, names)
     t = wide.index.to_series().astype(float) - run.start
     fig, ax = plt.subplots(figsize=(8, 3))
     for n in names:
@@ -93,10 +98,8 @@ def save(fig: Figure, path: Path) -> Path:
 
 def retransmits(run: Run, netns: int) -> Figure:
     """Probe retransmitted segments per interval against the kernel's RetransSegs per sample."""
-    rt = run.table("rt_endpoint")
-    rt = rt[rt["netns"] == netns]
-    per = (rt["data_segs"] + rt["syn_segs"] + rt["synack_segs"]).groupby(rt["time_s"]).sum()
-    k = run.counter_deltas(netns, ["RetransSegs"])["RetransSegs"]
+    per = segments_per_interval(run, netns)
+    k = counters.per_sample(run, netns, ["RetransSegs"])["RetransSegs"]
     fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.step(per.index.astype(float) - run.start, per, where="pre", label="probe: retransmitted segments")
     ax.plot(k.index.astype(float) - run.start, k, "o", ms=4, label="kernel: TcpRetransSegs delta")
@@ -109,13 +112,11 @@ def retransmits(run: Run, netns: int) -> Figure:
 
 
 def time_wait(run: Run, netns: int, raddr: str, port: int, ports: int | None) -> Figure:
-    from .rules.time_wait import littles_law
-
     ll = littles_law(run, netns, raddr, port)
     t = ll.index.to_series().astype(float) - run.start
     fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.plot(t, ll["measured"], label="TIME_WAIT sockets (ss)")
-    ax.plot(t, ll["predicted"], "--", label="active closes in the last 60 s (Little's law)")
+    ax.plot(t, ll["predicted"], "--", label=f"active closes in the last {TCP_TIMEWAIT_LEN_S} s (Little's law)")
     if ports:
         ax.axhline(ports, color="red", ls=":", label=f"ports in range ({ports})")
     ax.set_xlabel("seconds since capture start")
@@ -127,14 +128,12 @@ def time_wait(run: Run, netns: int, raddr: str, port: int, ports: int | None) ->
 
 
 def event_loop(run: Run, pid: int) -> Figure:
-    from .rules.epoll import per_process
-
     pp = per_process(run)
     rows = pp[pp["pid"] == pid].sort_values("time_s")
     interval = float(run.metadata.get("interval_s", 1))
     t = rows["time_s"].astype(float) - run.start
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    ax.plot(t, 100 * rows["wait_ns_sum"].astype(float) / (interval * 1e9), "o-", ms=3, label="% of interval blocked")
+    ax.plot(t, 100 * wait_share(rows, interval), "o-", ms=3, label="% of interval blocked")
     ax.set_ylabel("% of interval blocked in epoll")
     ax2 = ax.twinx()
     ax2.plot(t, rows["events_sum"].astype(float) / interval, "s--", ms=3, color="tab:orange", label="events/s")
@@ -200,11 +199,11 @@ def sweep(kind: str, df: pd.DataFrame) -> Figure:
         ax.legend(fontsize=6)
     else:
         df = df.sort_values("rate")
-        knee = float(df["ports"].iloc[0]) / 60.0
+        knee = float(df["ports"].iloc[0]) / TCP_TIMEWAIT_LEN_S
         ax = axes[0]
-        ax.plot(df["rate"], df["tw_predicted"], "--", label="predicted min(rate x 60 s, ports)")
+        ax.plot(df["rate"], df["tw_predicted"], "--", label=f"predicted min(rate x {TCP_TIMEWAIT_LEN_S} s, ports)")
         ax.plot(df["rate"], df["tw_measured"], "o", label="measured peak TIME_WAIT")
-        ax.axvline(knee, color="red", lw=1, label=f"knee ports / 60 s = {knee:.2f}/s")
+        ax.axvline(knee, color="red", lw=1, label=f"knee ports / {TCP_TIMEWAIT_LEN_S} s = {knee:.2f}/s")
         ax.set_xlabel("client connections per second")
         ax.set_ylabel("TIME_WAIT sockets")
         ax.legend(fontsize=7)

@@ -774,13 +774,9 @@ class Run:
 
     def counter_deltas(self, netns: int, names: list[str]) -> pd.DataFrame:
         """Per-sample deltas of counters (columns) in one namespace; 0 where unchanged."""
-        c = self.table("counters")
-        c = c[(c["netns"] == netns) & c["counter"].isin(names)]
-        times = sorted(self.table("counters").query("netns == @netns")["time_s"].unique())
-        wide = c.pivot_table(index="time_s", columns="counter", values="delta", aggfunc="sum")
-        wide = wide.reindex(index=times, columns=names).fillna(0).astype("int64")
-        wide.index.name = "time_s"
-        return wide
+        from .derived.counters import per_sample
+
+        return per_sample(self, netns, names)
 
     def sysctl(self, netns: int, key: str, phase: str = "start") -> str | None:
         s = self.table("sysctls")

@@ -14,27 +14,21 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from . import models
+from .derived.connects import queue_waits_ms, waited_syn_retry
+from .derived.counters import window_deltas
 from .run import Run, RunDataError, read_json, read_table
 from .schemas import DERIVED_TABLES
 
 
 def _window_counters(run: Run, netns: int, t0: float, t1: float) -> tuple[dict[str, float], float]:
-    """Counter deltas over the samples that fall inside [t0, t1], and the seconds they cover."""
-    c = run.table("counters")
-    c = c[c["netns"] == netns]
-    times = np.sort(c["time_s"].unique())
-    inside = times[(times > t0) & (times <= t1 + 0.5)]
-    if len(inside) < 2:
+    """Counter deltas wholly inside the load window and the seconds they cover (derived.counters)."""
+    got = window_deltas(run, netns, t0, t1)
+    if got is None:
         raise RunDataError(f"{run.path}/counters.csv: fewer than 2 samples inside the load window")
-    # The first sample inside closes an interval that began before the load;
-    # count from it, so every delta summed lies wholly inside the window.
-    used = c[c["time_s"].isin(inside[1:])]
-    deltas = used.groupby("counter")["delta"].sum().to_dict()
-    return {k: float(v) for k, v in deltas.items()}, float(inside[-1] - inside[0])
+    return got
 
 
 def accept_queue_point(run: Run) -> dict[str, Any]:
@@ -73,10 +67,7 @@ def accept_queue_point(run: Run) -> dict[str, Any]:
         # comes on top of the configured delay: the floor of the service time.
         service_floor_s=max(mean_service - delay_s, 0.0),
     )
-    ok = conns[conns["result"] == "ok"]
-    waits = (ok["first_byte_us"].astype(float) - ok["connect_us"].astype(float)).dropna() / 1000.0
-    # A wait of a second or more is a retransmitted final ACK or request, not queueing.
-    waits = waits[waits < 900]
+    waits = queue_waits_ms(conns)
     p_measured = overflows / attempts if attempts else 0.0
     m = re.search(r"-rate (\S+)", str(cli.get("load", "")))
     rate_offered = float(m.group(1)) if m else float("nan")
@@ -156,7 +147,7 @@ def burst_point(run: Run) -> dict[str, Any]:
         burst / every, k, service, service="det", batch=burst, arrivals="periodic", customers=burst * 50
     )
     conns = run.table("connects")
-    waited = float((conns["connect_us"] >= 900_000).mean())
+    waited = float(waited_syn_retry(conns).mean())
     return {
         "burst": burst,
         "every_s": every,

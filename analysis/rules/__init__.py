@@ -1,25 +1,21 @@
-"""Rules: each declares the tables it reads and returns Findings for a run."""
+"""Rules: each declares the tables it reads and returns Findings for a run.
+
+A rule module holds the decision only: thresholds, status, cause class and the
+evidence it cites. The numbers come from analysis.derived; kernel constants
+from analysis.kernel; words from analysis.wording. Each rule sees a RunView
+(analysis.rules.base) with only the tables in its INPUTS.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..findings import Finding
 from ..run import Run
 from . import accept_queue, epoll, retransmits, time_wait
+from .base import Rule, RunView, UndeclaredTableError
 
+RULES: tuple[Rule, ...] = tuple(m.RULE for m in (accept_queue, retransmits, time_wait, epoll))
 
-@dataclass(frozen=True)
-class Rule:
-    kind: str
-    inputs: tuple[str, ...]
-    evaluate: Callable[[Run], list[Finding]]
-
-
-RULES: tuple[Rule, ...] = tuple(
-    Rule(m.KIND, m.INPUTS, m.evaluate) for m in (accept_queue, retransmits, time_wait, epoll)
-)
+__all__ = ["RULES", "Rule", "RunView", "UndeclaredTableError", "evaluate_all"]
 
 
 def evaluate_all(run: Run) -> list[Finding]:

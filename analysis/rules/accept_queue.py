@@ -22,83 +22,31 @@ from typing import Any
 
 import pandas as pd
 
-from .. import models
+from ..derived import connects
+from ..derived.accept_queue import LISTENER_KEY, full_intervals, owner, requested_backlog, saturation_model, somaxconn
+from ..derived.counters import sampled, total_delta
 from ..findings import Finding, Link
-from ..run import Run
+from ..kernel import SYN_RETRY_US, accept_queue_room
+from .base import Rule, RunView
 
 KIND = "accept_queue_overflow"
 INPUTS = ("aq_listener", "aq_accept", "aq_listen", "counters", "listeners", "sysctls", "connects")
 
-# A dropped SYN is retried after >= 1 s (initial RTO); a connect that took this
-# long almost surely waited for one.
-SYN_RETRY_US = 900_000
-LISTENER_KEY = ["netns", "laddr", "lport"]
 
-
-def _total_delta(run: Run, netns: int, counter: str, t0: float | None = None, t1: float | None = None) -> int:
-    c = run.table("counters")
-    sel = (c["netns"] == netns) & (c["counter"] == counter) & c["delta"].notna()
-    if t0 is not None:
-        sel &= c["time_s"] >= t0
-    if t1 is not None:
-        sel &= c["time_s"] <= t1
-    return int(c.loc[sel, "delta"].sum())
-
-
-def _sampled(run: Run, netns: int) -> bool:
-    return bool((run.table("counters")["netns"] == netns).any())
-
-
-def _quantiles_ms(values: pd.Series) -> dict[str, float]:
-    if values.empty:
-        return {}
-    q = values.quantile([0.5, 0.9, 0.99]).astype(float) / 1000.0
-    return {
-        "p50_ms": round(q[0.5], 2),
-        "p90_ms": round(q[0.9], 2),
-        "p99_ms": round(q[0.99], 2),
-        "max_ms": round(float(values.max()) / 1000.0, 2),
-    }
-
-
-def _symptom(run: Run, netns: int) -> Link:
+def _symptom(run: RunView, netns: int) -> Link:
     lab = run.lab or {}
     client_ns = (lab.get("client") or {}).get("netns_inode")
     ev: dict[str, Any] = {}
-    conns = run.table("connects")
-    if not conns.empty:
-        ok = conns["result"] == "ok"
-        ev["attempts"] = len(conns)
-        ev["ok"] = int(ok.sum())
-        ev["errors"] = {str(k): int(v) for k, v in conns.loc[~ok, "result"].value_counts().items()}
-        ev["connect_latency"] = _quantiles_ms(conns["connect_us"].astype("int64"))
-        ev["connects_waited_syn_retry"] = int((conns["connect_us"] >= SYN_RETRY_US).sum())
-        fb = conns["first_byte_us"].dropna().astype("int64")
-        ev["first_byte_latency"] = _quantiles_ms(fb)
+    client = connects.summary(run)
+    if client:
+        for k in ("attempts", "ok", "errors", "connect_latency", "connects_waited_syn_retry", "first_byte_latency"):
+            ev[k] = client[k]
     retrans_ns = int(client_ns) if client_ns is not None else netns
-    if _sampled(run, retrans_ns):
+    if sampled(run, retrans_ns):
         ev["syn_retrans_netns"] = run.netns_label(retrans_ns)
-        ev["syn_retrans"] = _total_delta(run, retrans_ns, "TCPSynRetrans")
+        ev["syn_retrans"] = total_delta(run, retrans_ns, "TCPSynRetrans")
     key = "client_connects" if "attempts" in ev else ("syn_retrans_only" if "syn_retrans" in ev else "not_captured")
     return Link("symptom", key, ev)
-
-
-def _process(run: Run, netns: int, lport: int) -> dict[str, Any]:
-    acc = run.table("aq_accept")
-    acc = acc[(acc["netns"] == netns) & (acc["lport"] == lport)]
-    if not acc.empty:
-        top = acc.groupby(["pid", "comm"])["accepted"].sum().sort_values(ascending=False)
-        pid, comm = top.index[0]
-        return {"pid": int(pid), "comm": str(comm), "source": "probe accept()"}
-    ls = run.table("listeners")
-    ls = ls[(ls["netns"] == netns) & (ls["lport"] == lport) & ls["pid"].notna()]
-    if not ls.empty:
-        return {"pid": int(ls["pid"].iloc[-1]), "comm": str(ls["comm"].iloc[-1]), "source": "ss -p"}
-    lis = run.table("aq_listen")
-    lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport)]
-    if not lis.empty:
-        return {"pid": int(lis["pid"].iloc[-1]), "comm": str(lis["comm"].iloc[-1]), "source": "probe listen()"}
-    return {"pid": None, "comm": None, "source": None}
 
 
 def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
@@ -135,91 +83,21 @@ def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     return "sizing", ev
 
 
-def _model(
-    run: Run,
-    netns: int,
-    rows: pd.DataFrame,
-    full: pd.DataFrame,
-    cause_class: str,
-    limit: int,
-    t0: float,
-    t1: float,
-    interval: int,
-) -> dict[str, Any]:
-    """The saturation model's prediction for this listener, with the measured numbers it takes.
-
-    capacity: M/M/1/K with lam = attempts/s (PassiveOpens + ListenOverflows:
-    retries included, as the model cannot tell them apart) and mu = accepts/s,
-    both over the intervals that overflowed and ended with a queue (the accept
-    loop was never idle then). sizing: a burst of B new connections into room for K loses B - K first
-    attempts (B = the most passive opens in one interval).
-    stall: no model; a stopped server has no service rate.
-    """
-    if cause_class == "stall":
-        return {"kind": "not_applicable"}
-    k = models.accept_queue_capacity(limit)
-    win = run.counter_deltas(netns, ["PassiveOpens", "ListenOverflows"])
-    win = win[(win.index > t0) & (win.index <= t1 + interval + 0.5)]
-    overflows, opens = int(win["ListenOverflows"].sum()), int(win["PassiveOpens"].sum())
-    attempts = overflows + opens
-    measured_pct = round(100 * overflows / attempts, 1) if attempts else None
-    if cause_class == "sizing":
-        # Every connection is passively opened once, whatever its retries, so
-        # the busiest interval's opens bound a burst from below (retries
-        # spread the rest of a burst over the following intervals).
-        burst = int(win["PassiveOpens"].max()) if len(win) else 0
-        lost = max(burst - k, 0)
-        return {
-            "kind": "burst",
-            "burst": burst,
-            "capacity_k": k,
-            "predicted_pct": round(100 * lost / burst, 1) if burst else None,
-            "measured_pct": measured_pct,
-        }
-    # The accept loop was busy throughout the intervals that overflowed and
-    # still ended with a queue: their accept counts are its service rate, and
-    # the kernel's counters over the same seconds give the attempt rate and
-    # the measured share (the tail of the window, where load fades, would
-    # dilute both).
-    busy = full[full["depth_now"] > 0]
-    if busy.empty:
-        busy = full
-    mu = float(busy["accepted"].mean()) / interval if not busy.empty else 0.0
-    b0, b1 = float(busy["time_s"].min()) - interval, float(busy["time_s"].max())
-    steady = win[(win.index > b0) & (win.index <= b1 + 0.5)]
-    if len(steady):
-        overflows, opens = int(steady["ListenOverflows"].sum()), int(steady["PassiveOpens"].sum())
-        attempts = overflows + opens
-        measured_pct = round(100 * overflows / attempts, 1) if attempts else None
-    seconds = max(float(len(steady) if len(steady) else len(win)) * interval, interval)
-    lam = attempts / seconds
-    pred = models.mm1k(lam, mu, k)
-    return {
-        "kind": "mm1k",
-        "lam_per_s": round(lam, 1),
-        "mu_per_s": round(mu, 1),
-        "capacity_k": k,
-        "predicted_pct": round(100 * pred.p_block, 1),
-        "predicted_wait_ms": round(1000 * pred.wait_s, 1),
-        "measured_pct": measured_pct,
-    }
-
-
-def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) -> Finding:
+def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFrame) -> Finding:
     netns, laddr, lport = int(key[0]), str(key[1]), int(key[2])
     rows = rows.sort_values("time_s")
     interval = int(run.metadata.get("interval_s", 1))
     limit = int(rows["limit"].max())
-    full = rows[(rows["full_events"] > 0) | (rows["depth_now"] > rows["limit"])]
+    full = full_intervals(rows)
     subject = {
         "netns": netns,
         "netns_label": run.netns_label(netns),
         "laddr": laddr,
         "lport": lport,
-        **_process(run, netns, lport),
+        **owner(run, netns, lport),
     }
-    sampled = _sampled(run, netns)
-    overflows_total = _total_delta(run, netns, "ListenOverflows") if sampled else None
+    is_sampled = sampled(run, netns)
+    overflows_total = total_delta(run, netns, "ListenOverflows") if is_sampled else None
 
     probe_ev = {
         "limit": limit,
@@ -238,7 +116,7 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
             subject,
             chain=[
                 Link("probe", "never_full", probe_ev),
-                Link("counter", "no_overflows" if sampled else "not_sampled", {"listen_overflows": overflows_total}),
+                Link("counter", "no_overflows" if is_sampled else "not_sampled", {"listen_overflows": overflows_total}),
             ],
         )
 
@@ -254,14 +132,14 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
         "end_rel_s": round(t1 - run.start, 1),
     }
     # Counter samples land up to one interval after the drops they count.
-    in_window = _total_delta(run, netns, "ListenOverflows", t0, t1 + interval + 0.5) if sampled else None
+    in_window = total_delta(run, netns, "ListenOverflows", t0, t1 + interval + 0.5) if is_sampled else None
     counter_ev = {
         "netns_label": run.netns_label(netns),
         "listen_overflows": overflows_total,
         "listen_overflows_in_window": in_window,
-        "listen_drops": _total_delta(run, netns, "ListenDrops") if sampled else None,
-        "reqq_full_drop": _total_delta(run, netns, "TCPReqQFullDrop") if sampled else None,
-        "reqq_full_cookies": _total_delta(run, netns, "TCPReqQFullDoCookies") if sampled else None,
+        "listen_drops": total_delta(run, netns, "ListenDrops") if is_sampled else None,
+        "reqq_full_drop": total_delta(run, netns, "TCPReqQFullDrop") if is_sampled else None,
+        "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if is_sampled else None,
     }
     probe_ev["first_full_rel_s"] = window["start_rel_s"] + interval
     probe_ev["last_full_rel_s"] = window["end_rel_s"]
@@ -270,22 +148,11 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
     cause_class, class_ev = _classify(rows)
 
     # Requested vs effective backlog, and which knob binds.
-    lis = run.table("aq_listen")
-    lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport) & (lis["ret"] == 0)]
-    requested: int | None = int(lis["backlog_requested"].iloc[-1]) if not lis.empty else None
-    lab_server = (run.lab or {}).get("server") or {}
-    if (
-        requested is None
-        and lab_server.get("port") == lport
-        and lab_server.get("netns_inode") == netns
-        and lab_server.get("backlog_requested") is not None
-    ):
-        requested = int(lab_server["backlog_requested"])
-    somax_raw = run.sysctl(netns, "net.core.somaxconn")
-    somaxconn = int(somax_raw) if somax_raw is not None else None
-    if requested is not None and somaxconn is not None:
-        binding = "app_backlog" if requested <= somaxconn else "somaxconn"
-        expected = min(requested if requested > 0 else somaxconn, somaxconn)
+    requested = requested_backlog(run, netns, lport)
+    somax = somaxconn(run, netns)
+    if requested is not None and somax is not None:
+        binding = "app_backlog" if requested <= somax else "somaxconn"
+        expected = min(requested if requested > 0 else somax, somax)
     else:
         binding, expected = "unknown", None
     active = rows[rows["enqueues"] + rows["accepted"] > 0]
@@ -296,7 +163,7 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
     cause_ev: dict[str, Any] = {
         "limit_effective": limit,
         "backlog_requested": requested,
-        "somaxconn": somaxconn,
+        "somaxconn": somax,
         "limit_expected": expected,
         "limit_matches_min_rule": (expected == limit) if expected is not None else None,
         "binding_knob": binding,
@@ -306,20 +173,22 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
         **class_ev,
     }
 
-    cause_ev["model"] = _model(run, netns, rows, full, cause_class, limit, t0, t1, interval) if sampled else None
+    cause_ev["model"] = (
+        saturation_model(run, netns, full, cause_class, limit, t0, t1, interval) if is_sampled else None
+    )
 
-    fix_ev: dict[str, Any] = {"binding_knob": binding, "somaxconn": somaxconn, "limit_effective": limit}
+    fix_ev: dict[str, Any] = {"binding_knob": binding, "somaxconn": somax, "limit_effective": limit}
     if cause_class == "sizing":
         # Room for the peak burst seen (admitted + dropped), rounded up to a power of two.
         dropped_peak = int(in_window or 0)
-        want = max(peak_enqueues, limit + 1) * 2
+        want = max(peak_enqueues, accept_queue_room(limit)) * 2
         fix_ev["backlog_suggested"] = 2 ** math.ceil(math.log2(want))
-        fix_ev["somaxconn_needed"] = (somaxconn is not None) and fix_ev["backlog_suggested"] > somaxconn
+        fix_ev["somaxconn_needed"] = (somax is not None) and fix_ev["backlog_suggested"] > somax
         fix_ev["dropped_in_window"] = dropped_peak
     elif cause_class == "stall":
         rate = arrival_before or mean_accept or 1.0
         fix_ev["arrival_rate_before_per_s"] = round(rate, 1)
-        fix_ev["seconds_of_arrivals_the_queue_holds"] = round((limit + 1) / rate, 2) if rate else None
+        fix_ev["seconds_of_arrivals_the_queue_holds"] = round(accept_queue_room(limit) / rate, 2) if rate else None
         fix_ev["stalled_seconds_seen"] = class_ev["intervals_stalled"] * interval
     else:
         fix_ev["accept_rate_per_s"] = round(mean_accept, 1)
@@ -345,7 +214,7 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
         cause_class=cause_class,
         chain=[
             _symptom(run, netns),
-            Link("counter", "listen_overflows" if sampled else "not_sampled", counter_ev),
+            Link("counter", "listen_overflows" if is_sampled else "not_sampled", counter_ev),
             Link("probe", "queue_full", probe_ev),
             Link("cause", cause_class, cause_ev),
             Link("fix", cause_class, fix_ev),
@@ -354,7 +223,7 @@ def _evaluate_listener(run: Run, key: tuple[int, str, int], rows: pd.DataFrame) 
     )
 
 
-def evaluate(run: Run) -> list[Finding]:
+def _evaluate(run: RunView) -> list[Finding]:
     rows = run.table("aq_listener")
     out: list[Finding] = []
     seen_netns: set[int] = set()
@@ -367,9 +236,9 @@ def evaluate(run: Run) -> list[Finding]:
     # (probe not running, or the listener was beyond its 32 slots).
     for ns in run.metadata["netns"]:
         inode = int(ns["inode"])
-        if inode in seen_netns or not _sampled(run, inode):
+        if inode in seen_netns or not sampled(run, inode):
             continue
-        n = _total_delta(run, inode, "ListenOverflows")
+        n = total_delta(run, inode, "ListenOverflows")
         if n > 0:
             out.append(
                 Finding(
@@ -394,3 +263,7 @@ def evaluate(run: Run) -> list[Finding]:
                 )
             )
     return out
+
+
+RULE = Rule(KIND, INPUTS, _evaluate)
+evaluate = RULE.evaluate

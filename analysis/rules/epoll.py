@@ -9,18 +9,15 @@ Chain: symptom (lab client latency / throughput) -> counter (none: the kernel
 keeps no counter for loop saturation; the listener's Recv-Q is shown when it
 grows) -> probe (share of each interval spent waiting, events per call, full
 batches) -> cause -> fix -> verification.
-
-Also: epoll_sweep(), the lab's idle-connection sweep as a table.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
+from ..derived.epoll import per_process, wait_share
 from ..findings import Finding, Link
-from ..run import Run
+from .base import Rule, RunView
 
 KIND = "event_loop_saturation"
 INPUTS = ("ep_loop", "listeners")
@@ -35,23 +32,13 @@ MAX_WAIT_SHARE = 0.05  # of the interval spent blocked in epoll
 MIN_BUSY_INTERVALS = 3
 
 
-def per_process(run: Run) -> pd.DataFrame:
-    """ep_loop summed over thread names: one row per (time_s, pid)."""
-    ep = run.table("ep_loop")
-    num = [c for c in ep.columns if c not in ("time_s", "pid", "comm")]
-    g = ep.groupby(["time_s", "pid"], as_index=False)[num].sum()
-    comms = ep.groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
-    g["comm"] = g["pid"].map(comms)
-    return g
-
-
-def _wrk_latency(run: Run) -> dict[str, Any]:
+def _wrk_latency(run: RunView) -> dict[str, Any]:
     lab = run.lab or {}
     phases = lab.get("phases") or []
     return {"wrk_requests_per_s": [p.get("wrk_requests_per_s") for p in phases]} if phases else {}
 
 
-def evaluate(run: Run) -> list[Finding]:
+def _evaluate(run: RunView) -> list[Finding]:
     interval = float(run.metadata.get("interval_s", 1))
     out: list[Finding] = []
     pp = per_process(run)
@@ -59,8 +46,8 @@ def evaluate(run: Run) -> list[Finding]:
     for pid, rows in pp.groupby("pid"):
         rows = rows.sort_values("time_s")
         comm = str(rows["comm"].iloc[0])
-        wait_share = rows["wait_ns_sum"].astype(float) / (interval * 1e9)
-        busy = (rows["events_sum"] >= MIN_EVENTS) & (wait_share < MAX_WAIT_SHARE)
+        share = wait_share(rows, interval)
+        busy = (rows["events_sum"] >= MIN_EVENTS) & (share < MAX_WAIT_SHARE)
         active = rows["events_sum"] >= MIN_EVENTS
         calls = int(rows["calls"].sum())
         probe_ev = {
@@ -70,8 +57,8 @@ def evaluate(run: Run) -> list[Finding]:
             "nonblocking_share_pct": round(100 * int(rows["nb_calls"].sum()) / calls, 1) if calls else None,
             "events_per_call": round(int(rows["events_sum"].sum()) / calls, 2) if calls else None,
             "full_batches": int(rows["ret_full"].sum()),
-            "wait_share_busy_pct": round(100 * float(wait_share[busy].mean()), 2) if busy.any() else None,
-            "wait_share_median_pct": round(100 * float(wait_share[active].median()), 1) if active.any() else None,
+            "wait_share_busy_pct": round(100 * float(share[busy].mean()), 2) if busy.any() else None,
+            "wait_share_median_pct": round(100 * float(share[active].median()), 1) if active.any() else None,
         }
         ls = run.table("listeners")
         # ss -p names one holder of a shared listening socket (nginx: master or
@@ -138,27 +125,11 @@ def evaluate(run: Run) -> list[Finding]:
     return out
 
 
-def epoll_sweep(run: Run) -> pd.DataFrame:
-    """Lab epoll/sweep: per phase (idle connections held), the server's epoll numbers."""
-    lab = run.lab or {}
-    server = lab.get("server") or {}
-    pp = per_process(run)
-    pp = pp[pp["comm"] == server.get("comm", "httpserver")]
-    rows = []
-    for ph in lab.get("phases") or []:
-        sel = pp[(pp["time_s"] > ph["start_s"] + 0.5) & (pp["time_s"] <= ph["end_s"] + 0.5)]
-        secs = max(1, len(sel))
-        calls, nb = int(sel["calls"].sum()), int(sel["nb_calls"].sum())
-        blocking = calls - nb
-        rows.append(
-            {
-                "idle_conns": ph["idle_conns"],
-                "wrk_requests_per_s": ph["wrk_requests_per_s"],
-                "epoll_calls_per_s": round(calls / secs, 1),
-                "events_per_call": round(int(sel["events_sum"].sum()) / calls, 2) if calls else None,
-                "ns_per_nonblocking_poll": round(int(sel["nb_ns_sum"].sum()) / nb) if nb else None,
-                "us_per_blocking_call": round(int(sel["wait_ns_sum"].sum()) / blocking / 1000, 1) if blocking else None,
-                "intervals": len(sel),
-            }
-        )
-    return pd.DataFrame(rows)
+RULE = Rule(KIND, INPUTS, _evaluate)
+evaluate = RULE.evaluate
+
+# Kept importable from here for tests/integration/test_family_labs.py (not edited by this change);
+# everything else imports them from analysis.derived.epoll.
+from ..derived.epoll import epoll_sweep  # noqa: E402
+
+__all__ = ["INPUTS", "KIND", "RULE", "epoll_sweep", "evaluate", "per_process"]

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..derived import connects
+from ..derived.counters import total_delta
+from ..derived.retransmits import reconcile
 from ..findings import Finding, Link
-from ..run import Run
+from .base import Rule, RunView
 
 KIND = "retransmit_storm"
-INPUTS = ("rt_endpoint", "rt_resets", "counters", "connects")
+# aq_listener: retransmits toward (or from) a listener whose accept queue was
+# full are that overflow, not the path.
+INPUTS = ("rt_endpoint", "aq_listener", "counters", "connects")
 
 # A storm: at least this share of the namespace's sent segments retransmitted
 # toward the endpoint (healthy LAN/loopback paths sit far below 0.1 %)...
@@ -28,54 +33,19 @@ MIN_SEGMENTS = 20
 KEY = ["netns", "laddr", "raddr", "service_port", "service_local"]
 
 
-def _delta(run: Run, netns: int, counter: str, t0: float | None = None, t1: float | None = None) -> int:
-    c = run.table("counters")
-    sel = (c["netns"] == netns) & (c["counter"] == counter) & c["delta"].notna()
-    if t0 is not None:
-        sel &= (c["time_s"] >= t0) & (c["time_s"] <= t1)
-    return int(c.loc[sel, "delta"].sum())
-
-
-def reconcile(run: Run, netns: int) -> dict[str, Any]:
-    """Probe segments vs the kernel's own counters over the whole capture, one namespace."""
-    rt = run.table("rt_endpoint")
-    rt = rt[rt["netns"] == netns]
-    probe_all = int(rt[["data_segs", "syn_segs", "synack_segs"]].sum().sum())
-    probe_syn = int(rt[["syn_segs", "synack_segs"]].sum().sum())
-    kern_all = _delta(run, netns, "RetransSegs")
-    kern_syn = _delta(run, netns, "TCPSynRetrans")
-
-    def pct(a: int, b: int) -> float | None:
-        return round(100.0 * (a - b) / b, 2) if b else (0.0 if a == 0 else None)
-
-    misses = run.metadata["probes"].get("retransmits", {}).get("recursion_misses")
-    return {
-        "probe_recursion_misses": misses,
-        "probe_retrans_segs": probe_all,
-        "kernel_retrans_segs": kern_all,
-        "retrans_diff_pct": pct(probe_all, kern_all),
-        "probe_syn_retrans": probe_syn,
-        "kernel_syn_retrans": kern_syn,
-        "syn_diff_pct": pct(probe_syn, kern_syn),
-        "failed_attempts": int(rt["failed_events"].sum()),
-    }
-
-
-def _symptom(run: Run) -> Link:
+def _symptom(run: RunView) -> Link:
     lab = run.lab or {}
     ev: dict[str, Any] = {}
     if lab.get("iperf3"):
         ev["iperf3"] = lab["iperf3"]
-    conns = run.table("connects")
-    if not conns.empty:
-        ev["attempts"] = len(conns)
-        ev["ok"] = int((conns["result"] == "ok").sum())
-        ev["connects_waited_syn_retry"] = int((conns["connect_us"] >= 900_000).sum())
-        ev["connect_p99_ms"] = round(float(conns["connect_us"].quantile(0.99)) / 1000.0, 1)
+    client = connects.summary(run)
+    if client:
+        for k in ("attempts", "ok", "connects_waited_syn_retry", "connect_p99_ms"):
+            ev[k] = client[k]
     return Link("symptom", "lab_client" if ev else "rate_only", ev)
 
 
-def evaluate(run: Run) -> list[Finding]:
+def _evaluate(run: RunView) -> list[Finding]:
     rt = run.table("rt_endpoint")
     out: list[Finding] = []
     interval = int(run.metadata.get("interval_s", 1))
@@ -85,8 +55,8 @@ def evaluate(run: Run) -> list[Finding]:
         data = int(rows["data_segs"].sum())
         syn = int(rows["syn_segs"].sum() + rows["synack_segs"].sum())
         t0, t1 = float(rows["time_s"].min()) - interval, float(rows["time_s"].max())
-        sent = _delta(run, netns, "OutSegs", t0, t1 + interval + 0.5)
-        opens = _delta(run, netns, "ActiveOpens", t0, t1 + interval + 0.5) + _delta(
+        sent = total_delta(run, netns, "OutSegs", t0, t1 + interval + 0.5)
+        opens = total_delta(run, netns, "ActiveOpens", t0, t1 + interval + 0.5) + total_delta(
             run, netns, "PassiveOpens", t0, t1 + interval + 0.5
         )
         rate = (data + syn) / sent if sent else None
@@ -191,3 +161,7 @@ def evaluate(run: Run) -> list[Finding]:
             )
         )
     return out
+
+
+RULE = Rule(KIND, INPUTS, _evaluate)
+evaluate = RULE.evaluate

@@ -16,99 +16,35 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from .. import models
+from ..derived import connects
+from ..derived.time_wait import (
+    LIFE_COLS,
+    client_closes,
+    eaddrnotavail_calls,
+    endpoints,
+    littles_law,
+    observed_time_wait_length,
+    port_range,
+)
 from ..findings import Finding, Link
-from ..run import Run
+from .base import Rule, RunView
 
 KIND = "time_wait_exhaustion"
 INPUTS = ("tw_close", "tw_connect", "tw_sockets", "sockstat", "sysctls", "connects")
-TIME_WAIT_S = 60  # TCP_TIMEWAIT_LEN, fixed in the kernel
-EADDRNOTAVAIL = 99
+# TIME_WAIT sockets toward one endpoint at this share of the port range: exhausted, or about to be.
 NEAR_FULL = 0.9
-LIFE_COLS = ["life_lt_1ms", "life_lt_10ms", "life_lt_100ms", "life_lt_1s", "life_lt_10s", "life_ge_10s"]
 
 
-def port_range(run: Run, netns: int) -> tuple[int, int] | None:
-    v = run.sysctl(netns, "net.ipv4.ip_local_port_range")
-    if not v:
-        return None
-    lo, hi = (int(x) for x in v.split())
-    return lo, hi
-
-
-def client_closes(run: Run, netns: int, raddr: str, port: int) -> pd.DataFrame:
-    """tw_close rows of this side acting as the client of raddr:port."""
-    c = run.table("tw_close")
-    return c[(c["netns"] == netns) & (c["raddr"] == raddr) & (c["service_port"] == port) & (c["service_local"] == 0)]
-
-
-def tw_series(run: Run, netns: int, raddr: str, port: int) -> pd.Series:
-    """TIME_WAIT sockets toward (raddr, port) per sample, client side; 0 where ss listed none."""
-    tw = run.table("tw_sockets")
-    samples = sorted(run.table("sockstat").query("netns == @netns")["time_s"].unique())
-    sel = tw[
-        (tw["netns"] == netns) & (tw["raddr"] == raddr) & (tw["service_port"] == port) & (tw["service_local"] == 0)
-    ]
-    s = sel.groupby("time_s")["count"].sum().reindex(samples, fill_value=0).astype("int64")
-    s.index.name = "time_s"
-    return s
-
-
-def littles_law(run: Run, netns: int, raddr: str, port: int) -> pd.DataFrame:
-    """Per sample: measured TIME_WAIT vs active closes in the preceding 60 s (what Little's law predicts)."""
-    measured = tw_series(run, netns, raddr, port)
-    closes = client_closes(run, netns, raddr, port)
-    by_t = closes.groupby("time_s")["active_closes"].sum()
-    times = by_t.index.to_numpy(dtype=float)
-    vals = by_t.to_numpy(dtype=float)
-    predicted = [
-        float(vals[(times > t - TIME_WAIT_S) & (times <= t)].sum()) if len(vals) else 0.0 for t in measured.index
-    ]
-    return pd.DataFrame({"measured": measured.to_numpy(), "predicted": predicted}, index=measured.index)
-
-
-def observed_time_wait_length(run: Run, netns: int, raddr: str, port: int) -> float | None:
-    """How long TIME_WAIT lasts here, from the timers ss shows. Until the first
-    TIME_WAIT socket expires, the oldest one dates from the first active close,
-    so age + its time left = the length. Median over those samples."""
-    closes = client_closes(run, netns, raddr, port)
-    closes = closes[closes["active_closes"] > 0]
-    tw = run.table("tw_sockets")
-    tw = tw[(tw["netns"] == netns) & (tw["raddr"] == raddr) & (tw["service_port"] == port) & tw["timer_min_s"].notna()]
-    if closes.empty or tw.empty:
-        return None
-    # The probe's row for the first close is stamped at its interval's end: the
-    # close happened within the interval before; take its middle.
-    first_close = float(closes["time_s"].min()) - 0.5 * float(run.metadata.get("interval_s", 1))
-    oldest = tw.groupby("time_s")["timer_min_s"].min()
-    age = oldest.index.to_series().astype(float) - first_close
-    early = (age > 0) & (age < 50)
-    if not early.any():
-        return None
-    return round(float((age[early] + oldest[early].astype(float)).median()), 1)
-
-
-def endpoints(run: Run) -> list[tuple[int, str, int]]:
-    keys: set[tuple[int, str, int]] = set()
-    for name in ("tw_sockets", "tw_close"):
-        t = run.table(name)
-        t = t[t["service_local"] == 0]
-        keys |= {(int(a), str(b), int(c)) for a, b, c in t[["netns", "raddr", "service_port"]].itertuples(index=False)}
-    return sorted(keys)
-
-
-def evaluate(run: Run) -> list[Finding]:
+def _evaluate(run: RunView) -> list[Finding]:
     out: list[Finding] = []
-    conn = run.table("tw_connect")
     lab = run.lab or {}
     for netns, raddr, port in endpoints(run):
         rng = port_range(run, netns)
         ports = rng[1] - rng[0] + 1 if rng else None
         ll = littles_law(run, netns, raddr, port)
         tw_max = int(ll["measured"].max()) if not ll.empty else 0
-        failed = conn[(conn["netns"] == netns) & (conn["errno"] == EADDRNOTAVAIL)]
+        failed = eaddrnotavail_calls(run, netns)
         eaddr_calls = int(failed["calls"].sum())
         subject = {"netns": netns, "netns_label": run.netns_label(netns), "raddr": raddr, "service_port": port}
         near_full = ports is not None and tw_max >= NEAR_FULL * ports
@@ -148,11 +84,11 @@ def evaluate(run: Run) -> list[Finding]:
             "eaddrnotavail_connect_calls": eaddr_calls,
             "processes": ", ".join(f"{c} (pid {p})" for p, c in pids.index[:3]),
         }
-        conns = run.table("connects")
-        if not conns.empty:
-            symptom_ev["attempts"] = len(conns)
-            symptom_ev["attempts_eaddrnotavail"] = int((conns["errno"] == "EADDRNOTAVAIL").sum())
-            symptom_ev["attempts_ok"] = int((conns["result"] == "ok").sum())
+        client = connects.summary(run)
+        if client:
+            symptom_ev["attempts"] = client["attempts"]
+            symptom_ev["attempts_eaddrnotavail"] = client["attempts_eaddrnotavail"]
+            symptom_ev["attempts_ok"] = client["ok"]
         reuse = run.sysctl(netns, "net.ipv4.tcp_tw_reuse")
         cause_ev = {
             "we_close_first_pct": round(100 * active / (active + passive), 1) if active + passive else None,
@@ -201,3 +137,25 @@ def evaluate(run: Run) -> list[Finding]:
             )
         )
     return out
+
+
+RULE = Rule(KIND, INPUTS, _evaluate)
+evaluate = RULE.evaluate
+
+# Kept importable from here for tests/integration/test_family_labs.py (not edited by this change);
+# everything else imports them from analysis.derived.time_wait and analysis.kernel.
+from ..derived.time_wait import tw_series  # noqa: E402
+from ..kernel import EADDRNOTAVAIL  # noqa: E402
+from ..kernel import TCP_TIMEWAIT_LEN_S as TIME_WAIT_S  # noqa: E402
+
+__all__ = [
+    "EADDRNOTAVAIL",
+    "INPUTS",
+    "KIND",
+    "RULE",
+    "TIME_WAIT_S",
+    "evaluate",
+    "littles_law",
+    "observed_time_wait_length",
+    "tw_series",
+]

@@ -1,0 +1,127 @@
+"""Accept queues per listener: the probe's intervals, the owner, the backlog asked for, the model's inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .. import models
+from . import RunLike
+
+LISTENER_KEY = ["netns", "laddr", "lport"]
+
+
+def full_intervals(rows: pd.DataFrame) -> pd.DataFrame:
+    """A listener's intervals in which the queue was full: at an enqueue, or at the interval's end."""
+    return rows[(rows["full_events"] > 0) | (rows["depth_now"] > rows["limit"])]
+
+
+def owner(run: RunLike, netns: int, lport: int) -> dict[str, Any]:
+    """The process behind a listener: the one that accepted most (probe), else ss -p, else listen() (probe)."""
+    acc = run.table("aq_accept")
+    acc = acc[(acc["netns"] == netns) & (acc["lport"] == lport)]
+    if not acc.empty:
+        top = acc.groupby(["pid", "comm"])["accepted"].sum().sort_values(ascending=False)
+        pid, comm = top.index[0]
+        return {"pid": int(pid), "comm": str(comm), "source": "probe accept()"}
+    ls = run.table("listeners")
+    ls = ls[(ls["netns"] == netns) & (ls["lport"] == lport) & ls["pid"].notna()]
+    if not ls.empty:
+        return {"pid": int(ls["pid"].iloc[-1]), "comm": str(ls["comm"].iloc[-1]), "source": "ss -p"}
+    lis = run.table("aq_listen")
+    lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport)]
+    if not lis.empty:
+        return {"pid": int(lis["pid"].iloc[-1]), "comm": str(lis["comm"].iloc[-1]), "source": "probe listen()"}
+    return {"pid": None, "comm": None, "source": None}
+
+
+def requested_backlog(run: RunLike, netns: int, lport: int) -> int | None:
+    """The backlog the application passed to listen(): from the probe, else from the lab's server block."""
+    lis = run.table("aq_listen")
+    lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport) & (lis["ret"] == 0)]
+    if not lis.empty:
+        return int(lis["backlog_requested"].iloc[-1])
+    lab_server = (run.lab or {}).get("server") or {}
+    if (
+        lab_server.get("port") == lport
+        and lab_server.get("netns_inode") == netns
+        and lab_server.get("backlog_requested") is not None
+    ):
+        return int(lab_server["backlog_requested"])
+    return None
+
+
+def somaxconn(run: RunLike, netns: int) -> int | None:
+    """net.core.somaxconn at the start of the capture, or None when not sampled."""
+    raw = run.sysctl(netns, "net.core.somaxconn")
+    return int(raw) if raw is not None else None
+
+
+def saturation_model(
+    run: RunLike,
+    netns: int,
+    full: pd.DataFrame,
+    cause_class: str,
+    limit: int,
+    t0: float,
+    t1: float,
+    interval: int,
+) -> dict[str, Any]:
+    """The saturation model's prediction for this listener, with the measured numbers it takes.
+
+    capacity: M/M/1/K with lam = attempts/s (PassiveOpens + ListenOverflows:
+    retries included, as the model cannot tell them apart) and mu = accepts/s,
+    both over the intervals that overflowed and ended with a queue (the accept
+    loop was never idle then). sizing: a burst of B new connections into room for K loses B - K first
+    attempts (B = the most passive opens in one interval).
+    stall: no model; a stopped server has no service rate.
+    """
+    if cause_class == "stall":
+        return {"kind": "not_applicable"}
+    k = models.accept_queue_capacity(limit)
+    win = run.counter_deltas(netns, ["PassiveOpens", "ListenOverflows"])
+    win = win[(win.index > t0) & (win.index <= t1 + interval + 0.5)]
+    overflows, opens = int(win["ListenOverflows"].sum()), int(win["PassiveOpens"].sum())
+    attempts = overflows + opens
+    measured_pct = round(100 * overflows / attempts, 1) if attempts else None
+    if cause_class == "sizing":
+        # Every connection is passively opened once, whatever its retries, so
+        # the busiest interval's opens bound a burst from below (retries
+        # spread the rest of a burst over the following intervals).
+        burst = int(win["PassiveOpens"].max()) if len(win) else 0
+        lost = max(burst - k, 0)
+        return {
+            "kind": "burst",
+            "burst": burst,
+            "capacity_k": k,
+            "predicted_pct": round(100 * lost / burst, 1) if burst else None,
+            "measured_pct": measured_pct,
+        }
+    # The accept loop was busy throughout the intervals that overflowed and
+    # still ended with a queue: their accept counts are its service rate, and
+    # the kernel's counters over the same seconds give the attempt rate and
+    # the measured share (the tail of the window, where load fades, would
+    # dilute both).
+    busy = full[full["depth_now"] > 0]
+    if busy.empty:
+        busy = full
+    mu = float(busy["accepted"].mean()) / interval if not busy.empty else 0.0
+    b0, b1 = float(busy["time_s"].min()) - interval, float(busy["time_s"].max())
+    steady = win[(win.index > b0) & (win.index <= b1 + 0.5)]
+    if len(steady):
+        overflows, opens = int(steady["ListenOverflows"].sum()), int(steady["PassiveOpens"].sum())
+        attempts = overflows + opens
+        measured_pct = round(100 * overflows / attempts, 1) if attempts else None
+    seconds = max(float(len(steady) if len(steady) else len(win)) * interval, interval)
+    lam = attempts / seconds
+    pred = models.mm1k(lam, mu, k)
+    return {
+        "kind": "mm1k",
+        "lam_per_s": round(lam, 1),
+        "mu_per_s": round(mu, 1),
+        "capacity_k": k,
+        "predicted_pct": round(100 * pred.p_block, 1),
+        "predicted_wait_ms": round(1000 * pred.wait_s, 1),
+        "measured_pct": measured_pct,
+    }

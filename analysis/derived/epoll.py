@@ -1,0 +1,48 @@
+"""Event-loop numbers from the epoll probe (ep_loop): per process, per interval."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import RunLike
+
+
+def per_process(run: RunLike) -> pd.DataFrame:
+    """ep_loop summed over thread names: one row per (time_s, pid), comm the process's most frequent name."""
+    ep = run.table("ep_loop")
+    num = [c for c in ep.columns if c not in ("time_s", "pid", "comm")]
+    g = ep.groupby(["time_s", "pid"], as_index=False)[num].sum()
+    comms = ep.groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
+    g["comm"] = g["pid"].map(comms)
+    return g
+
+
+def wait_share(rows: pd.DataFrame, interval_s: float) -> pd.Series:
+    """Per row: the share of the interval spent blocked in epoll (0..1, more when threads are summed)."""
+    return rows["wait_ns_sum"].astype(float) / (interval_s * 1e9)
+
+
+def epoll_sweep(run: RunLike) -> pd.DataFrame:
+    """Lab epoll/sweep: per phase (idle connections held), the server's epoll numbers."""
+    lab = run.lab or {}
+    server = lab.get("server") or {}
+    pp = per_process(run)
+    pp = pp[pp["comm"] == server.get("comm", "httpserver")]
+    rows = []
+    for ph in lab.get("phases") or []:
+        sel = pp[(pp["time_s"] > ph["start_s"] + 0.5) & (pp["time_s"] <= ph["end_s"] + 0.5)]
+        secs = max(1, len(sel))
+        calls, nb = int(sel["calls"].sum()), int(sel["nb_calls"].sum())
+        blocking = calls - nb
+        rows.append(
+            {
+                "idle_conns": ph["idle_conns"],
+                "wrk_requests_per_s": ph["wrk_requests_per_s"],
+                "epoll_calls_per_s": round(calls / secs, 1),
+                "events_per_call": round(int(sel["events_sum"].sum()) / calls, 2) if calls else None,
+                "ns_per_nonblocking_poll": round(int(sel["nb_ns_sum"].sum()) / nb) if nb else None,
+                "us_per_blocking_call": round(int(sel["wait_ns_sum"].sum()) / blocking / 1000, 1) if blocking else None,
+                "intervals": len(sel),
+            }
+        )
+    return pd.DataFrame(rows)

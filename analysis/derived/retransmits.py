@@ -1,0 +1,50 @@
+"""Retransmits seen by the probe (rt_endpoint) against the kernel's own counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from . import RunLike
+from .counters import total_delta
+
+SEGMENT_COLS = ["data_segs", "syn_segs", "synack_segs"]
+
+
+def endpoint_rows(run: RunLike, netns: int) -> pd.DataFrame:
+    """rt_endpoint rows of one namespace."""
+    rt = run.table("rt_endpoint")
+    return rt[rt["netns"] == netns]
+
+
+def segments_per_interval(run: RunLike, netns: int) -> pd.Series:
+    """Retransmitted segments (data, SYN and SYN-ACK) per probe interval in one namespace."""
+    rt = endpoint_rows(run, netns)
+    return (rt["data_segs"] + rt["syn_segs"] + rt["synack_segs"]).groupby(rt["time_s"]).sum()
+
+
+def _diff_pct(a: int, b: int) -> float | None:
+    return round(100.0 * (a - b) / b, 2) if b else (0.0 if a == 0 else None)
+
+
+def reconcile(run: RunLike, netns: int) -> dict[str, Any]:
+    """Probe segments vs the kernel's own counters over the whole capture, one namespace.
+
+    probe_recursion_misses is None when the capture did not report them."""
+    rt = endpoint_rows(run, netns)
+    probe_all = int(rt[SEGMENT_COLS].sum().sum())
+    probe_syn = int(rt[["syn_segs", "synack_segs"]].sum().sum())
+    kern_all = total_delta(run, netns, "RetransSegs")
+    kern_syn = total_delta(run, netns, "TCPSynRetrans")
+    misses = run.metadata["probes"].get("retransmits", {}).get("recursion_misses")
+    return {
+        "probe_recursion_misses": misses,
+        "probe_retrans_segs": probe_all,
+        "kernel_retrans_segs": kern_all,
+        "retrans_diff_pct": _diff_pct(probe_all, kern_all),
+        "probe_syn_retrans": probe_syn,
+        "kernel_syn_retrans": kern_syn,
+        "syn_diff_pct": _diff_pct(probe_syn, kern_syn),
+        "failed_attempts": int(rt["failed_events"].sum()),
+    }
