@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             from .wording import headline
 
             report, findings = write_report(args.run)
-            real = [f for f in findings if f.status != "absent"]
+            real = [f for f in findings if f.is_finding]
             for f in real:
                 print(headline(f))
             if not real:

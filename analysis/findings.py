@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Status = Literal["confirmed", "suspected", "absent"]
+# confirmed / suspected: a finding. absent: ruled out by the evidence. not_checked: the
+# evidence that could rule it out was not captured (e.g. its probe did not run).
+Status = Literal["confirmed", "suspected", "absent", "not_checked"]
+FINDING_STATUSES: tuple[Status, ...] = ("confirmed", "suspected")
 LinkName = Literal["symptom", "counter", "probe", "cause", "fix", "verification"]
 CHAIN_ORDER: tuple[LinkName, ...] = ("symptom", "counter", "probe", "cause", "fix", "verification")
 
@@ -23,6 +26,10 @@ class Link:
     key: str
     evidence: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Plain Python numbers: numpy scalars would reach verdicts.json as strings.
+        self.evidence = _plain(self.evidence)
+
 
 @dataclass
 class Finding:
@@ -33,8 +40,23 @@ class Finding:
     cause_class: str | None = None
     chain: list[Link] = field(default_factory=list)
 
+    @property
+    def is_finding(self) -> bool:
+        """Confirmed or suspected: not ruled out, and not merely unchecked."""
+        return self.status in FINDING_STATUSES
+
     def link(self, name: LinkName) -> Link | None:
         return next((x for x in self.chain if x.link == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    if hasattr(v, "item") and getattr(v, "ndim", None) == 0:
+        return v.item()
+    return v

@@ -36,8 +36,9 @@ def verdicts(run: Run, findings: list[Finding], measured: dict[str, Any]) -> dic
         "missing_tables": dict(run.missing),
         "input_notes": list(run.notes),
         "rules": [{"kind": r.kind, "inputs": list(r.inputs)} for r in RULES],
-        "findings": [f.to_dict() for f in findings if f.status != "absent"],
+        "findings": [f.to_dict() for f in findings if f.is_finding],
         "ruled_out": [f.to_dict() for f in findings if f.status == "absent"],
+        "not_checked": [f.to_dict() for f in findings if f.status == "not_checked"],
         "measurements": measured,
     }
 
@@ -72,7 +73,7 @@ def _plots_for(run: Run, findings: list[Finding], out: Path, pw: _PlotWriter | N
     listeners = {
         (f.subject["netns"], f.subject["lport"])
         for f in findings
-        if f.kind == "accept_queue_overflow" and f.subject.get("lport") is not None and f.status != "absent"
+        if f.kind == "accept_queue_overflow" and f.subject.get("lport") is not None and f.is_finding
     }
     lab_server = (run.lab or {}).get("server") or {}
     if not listeners and lab_server.get("netns_inode") and (run.lab or {}).get("lab") == "accept-overflow":
@@ -86,7 +87,7 @@ def _plots_for(run: Run, findings: list[Finding], out: Path, pw: _PlotWriter | N
         )
         made.append((f"Listen overflow counters in {run.netns_label(netns)}", p))
     for f in findings:
-        if f.status == "absent":
+        if not f.is_finding:
             continue
         s = f.subject
         if f.kind == "retransmit_storm":
@@ -146,17 +147,14 @@ def markdown(run: Run, findings: list[Finding], figures: list[tuple[str, Path]],
         lines += ["", "Input oddities (accepted; the data may have been damaged):"]
         lines += [f"- {n}" for n in run.notes]
     lines += ["", "## Findings", ""]
-    real = [f for f in findings if f.status != "absent"]
+    real = [f for f in findings if f.is_finding]
     if not real:
         lines.append("No finding: nothing in this run points at a hidden queue.")
     for f in real:
         w = f.window or {}
-        lines += [
-            f"### {headline(f)}",
-            "",
-            f"Window: {w.get('start_rel_s')} s to {w.get('end_rel_s')} s after capture start.",
-            "",
-        ]
+        lines += [f"### {headline(f)}", ""]
+        if w.get("start_rel_s") is not None and w.get("end_rel_s") is not None:
+            lines += [f"Window: {w['start_rel_s']} s to {w['end_rel_s']} s after capture start.", ""]
         for name in CHAIN_ORDER:
             link = f.link(name)
             if link is not None:
@@ -166,6 +164,12 @@ def markdown(run: Run, findings: list[Finding], figures: list[tuple[str, Path]],
     if ruled:
         lines += ["## Ruled out", ""]
         for f in ruled:
+            lines.append(f"- {headline(f)}: " + " ".join(describe(f.kind, link) for link in f.chain))
+        lines.append("")
+    unchecked = [f for f in findings if f.status == "not_checked"]
+    if unchecked:
+        lines += ["## Not checked", "", "What this run could neither find nor rule out, and why:", ""]
+        for f in unchecked:
             lines.append(f"- {headline(f)}: " + " ".join(describe(f.kind, link) for link in f.chain))
         lines.append("")
     lines += measurements.markdown(measured)

@@ -67,8 +67,7 @@ def littles_law(run: RunLike, netns: int, raddr: str, port: int) -> pd.DataFrame
     times = by_t.index.to_numpy(dtype=float)
     vals = by_t.to_numpy(dtype=float)
     predicted = [
-        float(vals[(times > t - TCP_TIMEWAIT_LEN_S) & (times <= t)].sum()) if len(vals) else 0.0
-        for t in measured.index
+        float(vals[(times > t - TCP_TIMEWAIT_LEN_S) & (times <= t)].sum()) if len(vals) else 0.0 for t in measured.index
     ]
     return pd.DataFrame({"measured": measured.to_numpy(), "predicted": predicted}, index=measured.index)
 

@@ -173,9 +173,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         **class_ev,
     }
 
-    cause_ev["model"] = (
-        saturation_model(run, netns, full, cause_class, limit, t0, t1, interval) if is_sampled else None
-    )
+    cause_ev["model"] = saturation_model(run, netns, full, cause_class, limit, t0, t1, interval) if is_sampled else None
 
     fix_ev: dict[str, Any] = {"binding_knob": binding, "somaxconn": somax, "limit_effective": limit}
     if cause_class == "sizing":

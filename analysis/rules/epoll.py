@@ -92,6 +92,7 @@ def _evaluate(run: RunView) -> list[Finding]:
             "listen_ports": ports,
         }
         server = lab.get("server") or {}
+        wrk = _wrk_latency(run)
         cause_ev = {
             "gomaxprocs": server.get("gomaxprocs") if server.get("comm") == comm else None,
             "work_per_request": server.get("work") if server.get("comm") == comm else None,
@@ -104,7 +105,7 @@ def _evaluate(run: RunView) -> list[Finding]:
                 window=window,
                 cause_class="loop_saturated",
                 chain=[
-                    Link("symptom", "client", _wrk_latency(run)),
+                    Link("symptom", "client" if wrk else "not_captured", wrk),
                     Link("counter", "no_kernel_counter", counter_ev),
                     Link("probe", "never_waits", probe_ev),
                     Link("cause", "loop_saturated", cause_ev),

@@ -90,7 +90,9 @@ def _evaluate(run: RunView) -> list[Finding]:
                     subject,
                     chain=[
                         Link(
-                            "probe", "below_threshold", {**probe_ev, "rate_pct": round(100 * rate, 3) if rate else 0.0}
+                            "probe",
+                            "below_threshold",
+                            {**probe_ev, "rate_pct": round(100 * rate, 3) if rate is not None else None},
                         )
                     ],
                 )

@@ -56,8 +56,24 @@ def _evaluate(run: RunView) -> list[Finding]:
             "port_range": f"{rng[0]}-{rng[1]}" if rng else None,
             "time_wait_share_of_ports_pct": round(100 * tw_max / ports, 1) if ports else None,
         }
+        probe = run.probe_status("time_wait")
+        traced = probe == "ok"
         if not near_full and eaddr_calls == 0:
-            out.append(Finding(KIND, "absent", subject, chain=[Link("counter", "ports_free", counter_ev)]))
+            if traced:
+                out.append(Finding(KIND, "absent", subject, chain=[Link("counter", "ports_free", counter_ev)]))
+            else:
+                # No connect() errors seen because nothing traced them: not checked, not ruled out.
+                out.append(
+                    Finding(
+                        KIND,
+                        "not_checked",
+                        subject,
+                        chain=[
+                            Link("counter", "ports_free", counter_ev),
+                            Link("probe", "probe_not_run", {"probe_status": probe}),
+                        ],
+                    )
+                )
             continue
         mine = client_closes(run, netns, raddr, port)
         active, passive = int(mine["active_closes"].sum()), int(mine["passive_closes"].sum())
@@ -81,7 +97,8 @@ def _evaluate(run: RunView) -> list[Finding]:
         }
         pids = failed.groupby(["pid", "comm"])["calls"].sum().sort_values(ascending=False)
         symptom_ev: dict[str, Any] = {
-            "eaddrnotavail_connect_calls": eaddr_calls,
+            # Unknown, not zero, when nothing traced connect().
+            "eaddrnotavail_connect_calls": eaddr_calls if traced else None,
             "processes": ", ".join(f"{c} (pid {p})" for p, c in pids.index[:3]),
         }
         client = connects.summary(run)
@@ -129,7 +146,9 @@ def _evaluate(run: RunView) -> list[Finding]:
                 chain=[
                     Link("symptom", "eaddrnotavail", symptom_ev),
                     Link("counter", "time_wait_vs_ports", counter_ev),
-                    Link("probe", "active_closes", probe_ev),
+                    Link("probe", "active_closes", probe_ev)
+                    if traced
+                    else Link("probe", "probe_not_run", {"probe_status": probe}),
                     Link("cause", "short_connections_client_closes", cause_ev),
                     Link("fix", "ranked", fix_ev),
                     Link("verification", "rerun", {"command": command, "expect_eaddrnotavail": 0}),
