@@ -11,6 +11,7 @@ from .derived import time_wait
 from .derived.epoll import epoll_sweep
 from .derived.retransmits import reconcile
 from .run import Run
+from .wording import is_missing, number
 
 
 def reconciliation(run: Run) -> list[dict[str, Any]]:
@@ -65,6 +66,11 @@ def all_measurements(run: Run) -> dict[str, Any]:
     return m
 
 
+def _cell(v: Any) -> str:
+    """A table cell in words: a missing value says so."""
+    return "not measured" if is_missing(v) else number(v)
+
+
 def markdown(m: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     if not m:
@@ -75,18 +81,21 @@ def markdown(m: dict[str, Any]) -> list[str]:
             continue
         cols = list(rows[0].keys())
         lines += [f"### {name.replace('_', ' ')}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        lines += ["| " + " | ".join(str(r.get(c)) for c in cols) + " |" for r in rows]
+        lines += ["| " + " | ".join(_cell(r.get(c)) for c in cols) + " |" for r in rows]
         lines.append("")
     if "epoll_sweep" in m:
-        rows = m["epoll_sweep"]
-        costs = [r["ns_per_nonblocking_poll"] for r in rows if r["ns_per_nonblocking_poll"]]
-        if len(costs) >= 2:
-            epc = [r["events_per_call"] for r in rows if r["events_per_call"] is not None]
+        rows = [r for r in m["epoll_sweep"] if not is_missing(r.get("ns_per_nonblocking_poll"))]
+        rows = [r for r in rows if r["ns_per_nonblocking_poll"]]
+        epc = [r["events_per_call"] for r in m["epoll_sweep"] if not is_missing(r.get("events_per_call"))]
+        if len(rows) >= 2:
+            first, last = rows[0], rows[-1]
+            c0, c1 = first["ns_per_nonblocking_poll"], last["ns_per_nonblocking_poll"]
+            calls = f", while events per call stayed {number(min(epc))}-{number(max(epc))}" if epc else ""
             lines.append(
-                f"epoll cost per non-blocking poll: {costs[0]} ns with {rows[0]['idle_conns']} idle registered "
-                f"connections, {costs[-1]} ns with {rows[-1]['idle_conns']} ({costs[-1] / costs[0]:.2f}x for "
-                f"{rows[-1]['idle_conns'] / max(1, rows[0]['idle_conns']):.0f}x the fds), while events per call stayed "
-                f"{min(epc)}-{max(epc)}: the cost does not grow with registered fds (no linear scan)."
+                f"epoll cost per non-blocking poll: {number(c0)} ns with {number(first['idle_conns'])} idle registered "
+                f"connections, {number(c1)} ns with {number(last['idle_conns'])} ({c1 / c0:.2f}x for "
+                f"{last['idle_conns'] / max(1, first['idle_conns']):.0f}x the fds){calls}: the cost does not grow "
+                "with registered fds (no linear scan)."
             )
             lines.append("")
     return lines
