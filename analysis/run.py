@@ -27,9 +27,10 @@ import pandas as pd
 import pandera.pandas as pa
 
 from .schemas import (
-    CONTRACT_VERSION,
     GAUGE_COUNTERS,
     JSON_DOCS,
+    LEGACY_TABLES,
+    READABLE_CONTRACTS,
     SYSCTL_FORMATS,
     TABLES,
     TIME_SLACK_INTERVALS,
@@ -109,6 +110,7 @@ class Loaded:
     lines: list[int]
     last_line: int
     notes: list[str] = field(default_factory=list)
+    rows_in_file: int | None = None  # when an upgrade from an older contract dropped rows
 
 
 def _cell_error(path: Path, line: int, table: Table, col: str, msg: str) -> str:
@@ -430,6 +432,10 @@ def _sysctl_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int])
     return errors
 
 
+def _rows_in_file(ld: Loaded) -> int:
+    return len(ld.df) if ld.rows_in_file is None else ld.rows_in_file
+
+
 def load_table(path: Path, table: Table, window: tuple[float, float] | None = None) -> Loaded:
     """A file read, decoded, parsed, typed and checked against its table's contract."""
     text, bad_line = decode(read_bytes(path))
@@ -602,18 +608,18 @@ class Run:
         if not isinstance(meta, dict):
             raise json_error(meta_path, text, (), f"expected an object, found {type(meta).__name__}")
         for key, want, what in (
-            ("schema_version", METADATA_SCHEMA_VERSION, "metadata schema"),
-            ("data_contract", CONTRACT_VERSION, "data contract"),
+            ("schema_version", (METADATA_SCHEMA_VERSION,), "metadata schema"),
+            ("data_contract", READABLE_CONTRACTS, "data contract"),
         ):
             if key not in meta:
                 raise json_error(meta_path, text, (), f"no {key!r}: not a metadata.json written by scripts/capture")
-            if meta[key] != want or type(meta[key]) is not int:
+            if meta[key] not in want or type(meta[key]) is not int:
                 raise json_error(
                     meta_path,
                     text,
                     (key,),
-                    f"{what} v{meta[key]!r}, this analysis reads v{want}: analyse it with the version of "
-                    f"this repository that wrote it, or capture again",
+                    f"{what} v{meta[key]!r}, this analysis reads v{' and v'.join(map(str, want))}: analyse it "
+                    f"with the version of this repository that wrote it, or capture again",
                 )
         if meta.get("stop_reason") == "running" or ("ended_epoch" in meta and meta["ended_epoch"] is None):
             key = "stop_reason" if meta.get("stop_reason") == "running" else "ended_epoch"
@@ -676,7 +682,16 @@ class Run:
                 empty = t.schema().coerce_dtype(pd.DataFrame(columns=t.column_names))
                 self._loaded[name] = Loaded(empty, [], 1)
             else:
-                self._loaded[name] = load_table(f, t, self.window)
+                legacy = LEGACY_TABLES.get(self.metadata.get("data_contract"), {}).get(name)
+                if legacy is None:
+                    self._loaded[name] = load_table(f, t, self.window)
+                else:
+                    # Written under an older contract: checked against the definition it was
+                    # written by, then given today's columns.
+                    ld = load_table(f, legacy.table, self.window)
+                    up = legacy.upgrade(ld.df.reset_index(drop=True))
+                    lines = [ld.lines[i] for i in up.index]
+                    self._loaded[name] = Loaded(up.reset_index(drop=True), lines, ld.last_line, ld.notes, len(ld.df))
                 self.notes += self._loaded[name].notes
             self._cache[name] = self._loaded[name].df
         return self._cache[name]
@@ -730,7 +745,7 @@ class Run:
             names = [n for n, t in TABLES.items() if self._probe_family(t) == family]
             if info.get("status") != "ok" or not names or any(n in self.missing for n in names):
                 continue
-            have = sum(len(self._loaded[n].df) for n in names)
+            have = sum(_rows_in_file(self._loaded[n]) for n in names)
             if have != info["rows"]:
                 files = ", ".join(TABLES[n].file for n in names)
                 raise RunDataError(

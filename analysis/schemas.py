@@ -15,12 +15,14 @@ validated by the loaders and documented the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
 import pandera.pandas as pa
 
 # Version of the whole contract, recorded by scripts/capture in metadata.json.
-CONTRACT_VERSION = 2
+CONTRACT_VERSION = 3
 
 INT = "Int64"  # nullable integer: empty cells stay <NA> instead of failing
 FLOAT = "float64"
@@ -167,7 +169,7 @@ TABLES: dict[str, Table] = {
             "aq_listener",
             "aq_listener.csv",
             "probes/accept_queue.bt",
-            1,
+            2,
             "Per interval, per listening socket that had arrivals, accepts or a non-empty queue.",
             (
                 _PROBE_TIME,
@@ -175,14 +177,9 @@ TABLES: dict[str, Table] = {
                 Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
                 Col("laddr", STR, "local address the socket listens on"),
                 Col("lport", INT, "local port", PORT),
-                _count("limit", "sk_max_ack_backlog: the effective accept-queue limit"),
+                _count("limit", "sk_max_ack_backlog: the effective accept-queue limit (read at the interval end)"),
                 _count("enqueues", "connections queued on the listener this interval (sk_data_ready on LISTEN)"),
                 _count("depth_max", "largest queue depth right after an enqueue this interval"),
-                _count("depth_sum", "sum of depths at each enqueue (depth_sum / enqueues = mean depth seen)"),
-                _count("depth_le_25pct", "enqueues that found depth <= 25 % of the limit"),
-                _count("depth_le_50pct", "enqueues with 25 % < depth <= 50 % of the limit"),
-                _count("depth_le_75pct", "enqueues with 50 % < depth <= 75 % of the limit"),
-                _count("depth_le_100pct", "enqueues with 75 % < depth <= limit"),
                 _count(
                     "full_events",
                     "enqueues that left the queue full (depth > limit: the kernel drops further SYNs and ACKs)",
@@ -247,19 +244,20 @@ TABLES: dict[str, Table] = {
             "tw_close",
             "tw_close.csv",
             "probes/time_wait.bt",
-            1,
-            "Per interval, per (namespace, local address, remote address, service port) with TCP closes.",
+            2,
+            "Per interval, per (namespace, local address, remote address, service port) with TCP closes. "
+            "Closes are exact; lifetimes come from a 1-in-16 sample of sockets, each counting 16 (estimates).",
             (
                 *_ENDPOINT_KEY,
                 _count("active_closes", "ESTABLISHED -> FIN_WAIT1: this side closed first and will hold TIME_WAIT"),
                 _count("passive_closes", "ESTABLISHED -> CLOSE_WAIT: the peer closed first"),
-                _count("life_lt_1ms", "connections that lived < 1 ms (ESTABLISHED to CLOSE)"),
+                _count("life_lt_1ms", "connections that lived < 1 ms (ESTABLISHED to CLOSE; sampled, multiples of 16)"),
                 _count("life_lt_10ms", "lived 1-10 ms"),
                 _count("life_lt_100ms", "lived 10-100 ms"),
                 _count("life_lt_1s", "lived 100 ms - 1 s"),
                 _count("life_lt_10s", "lived 1-10 s"),
                 _count("life_ge_10s", "lived 10 s or more"),
-                _count("life_sum_us", "sum of those lifetimes (us): mean = sum / count"),
+                _count("life_sum_us", "sum of those lifetimes (us, sampled x 16): mean = sum / count"),
             ),
             key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),
         ),
@@ -267,27 +265,45 @@ TABLES: dict[str, Table] = {
             "tw_connect",
             "tw_connect.csv",
             "probes/time_wait.bt",
-            1,
-            "Per interval, per (namespace, process, errno): connect() calls on TCP sockets.",
+            2,
+            "Per interval, per (namespace, process, destination, errno): TCP connects that failed "
+            "(SYN_SENT -> CLOSE). Runs of contract 2 counted connect() calls by errno instead: read here as "
+            "their failures, with no destination (family 0, raddr empty, rport 0).",
             (
                 _PROBE_TIME,
                 _NETNS,
-                Col("pid", INT, "process id", NONNEG),
-                Col("comm", STR, "process name: " + COMM_TEXT),
-                Col("errno", INT, "0 = success, 115 = EINPROGRESS (non-blocking), 99 = EADDRNOTAVAIL, ...", NONNEG),
-                _count("calls", "connect() calls that returned it"),
+                Col(
+                    "pid", INT, "process that called connect() for a local failure (EADDRNOTAVAIL); 0 otherwise", NONNEG
+                ),
+                Col("comm", STR, "its name (empty when pid is 0): " + COMM_TEXT),
+                Col(
+                    "family", INT, "address family: 2 = IPv4, 10 = IPv6 (0: not recorded)", (pa.Check.isin([0, 2, 10]),)
+                ),
+                Col("raddr", STR, "destination address (empty: not recorded)"),
+                Col("rport", INT, "destination port", PORT),
+                Col(
+                    "errno",
+                    INT,
+                    "99 = EADDRNOTAVAIL (no free local port: no SYN sent), 111 = refused, 110 = timed out, ...; "
+                    "0 = closed by the application before the handshake ended",
+                    NONNEG,
+                ),
+                _count("failures", "failed connects"),
             ),
-            key=("time_s", "netns", "pid", "comm", "errno"),
+            key=("time_s", "netns", "pid", "comm", "family", "raddr", "rport", "errno"),
         ),
         Table(
             "ep_loop",
             "ep_loop.csv",
             "probes/epoll.bt",
-            1,
-            "Per interval, per (process, thread name) that waited in epoll.",
+            2,
+            "Per interval, per thread (process, thread id, thread name) that waited in epoll. Every column is "
+            "an estimate from a random 1-in-8 sample of calls, each counting 8. Runs of contract 2 counted "
+            "every call per (process, thread name): read here with tid = pid.",
             (
                 _PROBE_TIME,
                 Col("pid", INT, "process id", NONNEG),
+                Col("tid", INT, "thread id (= pid in runs of contract 2)", NONNEG),
                 Col("comm", STR, "thread name: " + COMM_TEXT),
                 _count("calls", "epoll_wait/epoll_pwait/epoll_pwait2 calls that returned"),
                 _count("nb_calls", "of them non-blocking polls (timeout 0)"),
@@ -297,19 +313,8 @@ TABLES: dict[str, Table] = {
                 _count("ret_full", "calls that returned maxevents: a full batch, more may be waiting"),
                 _count("errors", "calls that failed (EINTR, ...)"),
                 _count("wait_ns_sum", "time inside blocking calls (ns): mostly waiting"),
-                _count("wait_lt_10us", "blocking calls that returned within 10 us"),
-                _count("wait_lt_100us", "10-100 us"),
-                _count("wait_lt_1ms", "100 us - 1 ms"),
-                _count("wait_lt_10ms", "1-10 ms"),
-                _count("wait_ge_10ms", "10 ms or more"),
-                _count("ev_1", "calls that returned 1 event"),
-                _count("ev_2_7", "2-7 events"),
-                _count("ev_8_63", "8-63 events"),
-                _count("ev_ge_64", "64 or more events"),
-                _count("ctl_add", "epoll_ctl ADD: fds registered"),
-                _count("ctl_del", "epoll_ctl DEL: fds removed"),
             ),
-            key=("time_s", "pid", "comm"),
+            key=("time_s", "pid", "tid", "comm"),
         ),
         Table(
             "counters",
@@ -467,6 +472,151 @@ SYSCTL_FORMAT_TEXT = {
 }
 
 
+# Runs written under an older data contract still load: their tables that have
+# changed since are read with the definition they were written by, then
+# upgraded to today's columns (what is gone is dropped; what was never recorded
+# gets the "not recorded" value today's definition documents).
+READABLE_CONTRACTS = (2, CONTRACT_VERSION)
+
+
+@dataclass(frozen=True)
+class Legacy:
+    table: Table
+    upgrade: Callable[[pd.DataFrame], pd.DataFrame]
+
+
+def _aq_listener_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    return df[TABLES["aq_listener"].column_names]
+
+
+def _ep_loop_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.assign(tid=df["pid"])
+    return df[TABLES["ep_loop"].column_names]
+
+
+def _tw_connect_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    # v1 counted every connect() by errno; 0 (success) and 115 (EINPROGRESS) are not failures.
+    df = df[~df["errno"].isin([0, 115])]
+    df = df.assign(family=0, raddr="", rport=0, failures=df["calls"])
+    return TABLES["tw_connect"].schema().coerce_dtype(df[TABLES["tw_connect"].column_names])
+
+
+LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
+    2: {
+        "aq_listener": Legacy(
+            Table(
+                "aq_listener",
+                "aq_listener.csv",
+                "probes/accept_queue.bt",
+                1,
+                "Per interval, per listening socket that had arrivals, accepts or a non-empty queue.",
+                (
+                    _PROBE_TIME,
+                    _NETNS,
+                    Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                    Col("laddr", STR, "local address the socket listens on"),
+                    Col("lport", INT, "local port", PORT),
+                    _count("limit", "sk_max_ack_backlog: the effective accept-queue limit"),
+                    _count("enqueues", "connections queued on the listener this interval (sk_data_ready on LISTEN)"),
+                    _count("depth_max", "largest queue depth right after an enqueue this interval"),
+                    _count("depth_sum", "sum of depths at each enqueue (depth_sum / enqueues = mean depth seen)"),
+                    _count("depth_le_25pct", "enqueues that found depth <= 25 % of the limit"),
+                    _count("depth_le_50pct", "enqueues with 25 % < depth <= 50 % of the limit"),
+                    _count("depth_le_75pct", "enqueues with 50 % < depth <= 75 % of the limit"),
+                    _count("depth_le_100pct", "enqueues with 75 % < depth <= limit"),
+                    _count(
+                        "full_events",
+                        "enqueues that left the queue full (depth > limit: the kernel drops further SYNs and ACKs)",
+                    ),
+                    _count("depth_now", "queue depth at the end of the interval (like ss Recv-Q)"),
+                    _count("accepted", "successful accept()/accept4() on this listener this interval"),
+                ),
+            ),
+            _aq_listener_from_v1,
+        ),
+        "tw_close": Legacy(
+            Table(
+                "tw_close",
+                "tw_close.csv",
+                "probes/time_wait.bt",
+                1,
+                "Per interval, per (namespace, local address, remote address, service port) with TCP closes.",
+                (
+                    *_ENDPOINT_KEY,
+                    _count("active_closes", "ESTABLISHED -> FIN_WAIT1: this side closed first and will hold TIME_WAIT"),
+                    _count("passive_closes", "ESTABLISHED -> CLOSE_WAIT: the peer closed first"),
+                    _count("life_lt_1ms", "connections that lived < 1 ms (ESTABLISHED to CLOSE)"),
+                    _count("life_lt_10ms", "lived 1-10 ms"),
+                    _count("life_lt_100ms", "lived 10-100 ms"),
+                    _count("life_lt_1s", "lived 100 ms - 1 s"),
+                    _count("life_lt_10s", "lived 1-10 s"),
+                    _count("life_ge_10s", "lived 10 s or more"),
+                    _count("life_sum_us", "sum of those lifetimes (us): mean = sum / count"),
+                ),
+                key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),
+            ),
+            lambda df: df,
+        ),
+        "tw_connect": Legacy(
+            Table(
+                "tw_connect",
+                "tw_connect.csv",
+                "probes/time_wait.bt",
+                1,
+                "Per interval, per (namespace, process, errno): connect() calls on TCP sockets.",
+                (
+                    _PROBE_TIME,
+                    _NETNS,
+                    Col("pid", INT, "process id", NONNEG),
+                    Col("comm", STR, "process name: " + COMM_TEXT),
+                    Col("errno", INT, "0 = success, 115 = EINPROGRESS (non-blocking), 99 = EADDRNOTAVAIL, ...", NONNEG),
+                    _count("calls", "connect() calls that returned it"),
+                ),
+                key=("time_s", "netns", "pid", "comm", "errno"),
+            ),
+            _tw_connect_from_v1,
+        ),
+        "ep_loop": Legacy(
+            Table(
+                "ep_loop",
+                "ep_loop.csv",
+                "probes/epoll.bt",
+                1,
+                "Per interval, per (process, thread name) that waited in epoll.",
+                (
+                    _PROBE_TIME,
+                    Col("pid", INT, "process id", NONNEG),
+                    Col("comm", STR, "thread name: " + COMM_TEXT),
+                    _count("calls", "epoll_wait/epoll_pwait/epoll_pwait2 calls that returned"),
+                    _count("nb_calls", "of them non-blocking polls (timeout 0)"),
+                    _count(
+                        "nb_ns_sum", "time inside the non-blocking polls (ns): the kernel's cost of collecting events"
+                    ),
+                    _count("events_sum", "events returned"),
+                    _count("ret_zero", "calls that returned no event (timeout)"),
+                    _count("ret_full", "calls that returned maxevents: a full batch, more may be waiting"),
+                    _count("errors", "calls that failed (EINTR, ...)"),
+                    _count("wait_ns_sum", "time inside blocking calls (ns): mostly waiting"),
+                    _count("wait_lt_10us", "blocking calls that returned within 10 us"),
+                    _count("wait_lt_100us", "10-100 us"),
+                    _count("wait_lt_1ms", "100 us - 1 ms"),
+                    _count("wait_lt_10ms", "1-10 ms"),
+                    _count("wait_ge_10ms", "10 ms or more"),
+                    _count("ev_1", "calls that returned 1 event"),
+                    _count("ev_2_7", "2-7 events"),
+                    _count("ev_8_63", "8-63 events"),
+                    _count("ev_ge_64", "64 or more events"),
+                    _count("ctl_add", "epoll_ctl ADD: fds registered"),
+                    _count("ctl_del", "epoll_ctl DEL: fds removed"),
+                ),
+                key=("time_s", "pid", "comm"),
+            ),
+            _ep_loop_from_v1,
+        ),
+    },
+}
+
+
 def schema_doc() -> str:
     """Markdown for docs/data-contract.md, generated from TABLES."""
     out = [
@@ -519,6 +669,18 @@ def schema_doc() -> str:
             out += ["Value formats the analysis relies on:", "", "| key | value |", "|---|---|"]
             out += [f"| `{k}` | {SYSCTL_FORMAT_TEXT[v]} |" for k, v in SYSCTL_FORMATS.items()]
             out.append("")
+    for contract, tables in LEGACY_TABLES.items():
+        out += [
+            f"## Runs of contract {contract}",
+            "",
+            "Still read. These tables were laid out differently then; each is checked against its old "
+            "definition, then given today's columns as its description above says: "
+            + ", ".join(
+                f"`{lg.table.file}` v{lg.table.version} ({', '.join(lg.table.column_names)})" for lg in tables.values()
+            )
+            + ".",
+            "",
+        ]
     out += ["# JSON files", "", *JSON_RULES, ""]
     for d in JSON_DOCS.values():
         out += [

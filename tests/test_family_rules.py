@@ -73,7 +73,7 @@ def test_port_exhaustion_is_confirmed_with_littles_law() -> None:
 def test_reuse_run_has_no_eaddrnotavail() -> None:
     run = Run.open(fixture_run("time-wait-reuse"))
     conn = run.table("tw_connect")
-    assert int(conn.loc[conn["errno"] == time_wait.EADDRNOTAVAIL, "calls"].sum()) == 0
+    assert int(conn.loc[conn["errno"] == time_wait.EADDRNOTAVAIL, "failures"].sum()) == 0
     assert int((run.table("connects")["result"] == "ok").sum()) == len(run.table("connects"))
 
 

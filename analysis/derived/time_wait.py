@@ -97,7 +97,12 @@ def observed_time_wait_length(run: RunLike, netns: int, raddr: str, port: int) -
     return round(float((age[early] + oldest[early].astype(float)).median()), 1)
 
 
-def eaddrnotavail_calls(run: RunLike, netns: int) -> pd.DataFrame:
-    """tw_connect rows of connect() calls that failed with EADDRNOTAVAIL in a namespace."""
+def eaddrnotavail_failures(run: RunLike, netns: int, raddr: str | None = None, port: int | None = None) -> pd.DataFrame:
+    """tw_connect rows of connects that failed with EADDRNOTAVAIL in a namespace, toward one
+    destination when raddr and port are given. Runs of contract 2 did not record the destination
+    (family 0): their failures count for every destination of the namespace."""
     conn = run.table("tw_connect")
-    return conn[(conn["netns"] == netns) & (conn["errno"] == EADDRNOTAVAIL)]
+    rows = conn[(conn["netns"] == netns) & (conn["errno"] == EADDRNOTAVAIL)]
+    if raddr is not None and port is not None:
+        rows = rows[(rows["family"] == 0) | ((rows["raddr"] == raddr) & (rows["rport"] == port))]
+    return rows

@@ -21,7 +21,7 @@ from ..derived import connects
 from ..derived.time_wait import (
     LIFE_COLS,
     client_closes,
-    eaddrnotavail_calls,
+    eaddrnotavail_failures,
     endpoints,
     littles_law,
     observed_time_wait_length,
@@ -44,8 +44,8 @@ def _evaluate(run: RunView) -> list[Finding]:
         ports = rng[1] - rng[0] + 1 if rng else None
         ll = littles_law(run, netns, raddr, port)
         tw_max = int(ll["measured"].max()) if not ll.empty else 0
-        failed = eaddrnotavail_calls(run, netns)
-        eaddr_calls = int(failed["calls"].sum())
+        failed = eaddrnotavail_failures(run, netns, raddr, port)
+        eaddr_calls = int(failed["failures"].sum())
         subject = {"netns": netns, "netns_label": run.netns_label(netns), "raddr": raddr, "service_port": port}
         near_full = ports is not None and tw_max >= NEAR_FULL * ports
         counter_ev = {
@@ -95,7 +95,7 @@ def _evaluate(run: RunView) -> list[Finding]:
             "lifetime_under_1s_pct": round(100 * float(lives[LIFE_COLS[:4]].sum()) / n_life, 1) if n_life else None,
             "mean_lifetime_ms": round(float(mine["life_sum_us"].sum()) / n_life / 1000, 1) if n_life else None,
         }
-        pids = failed.groupby(["pid", "comm"])["calls"].sum().sort_values(ascending=False)
+        pids = failed[failed["pid"] > 0].groupby(["pid", "comm"])["failures"].sum().sort_values(ascending=False)
         symptom_ev: dict[str, Any] = {
             # Unknown, not zero, when nothing traced connect().
             "eaddrnotavail_connect_calls": eaddr_calls if traced else None,
