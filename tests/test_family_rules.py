@@ -122,3 +122,19 @@ def test_measurements_block() -> None:
     m = measurements.all_measurements(Run.open(fixture_run("time-wait-exhaust")))
     (tw,) = m["time_wait"]
     assert tw["time_wait_peak"] == 200 and 57 <= tw["time_wait_length_observed_s"] <= 63
+
+
+def test_contract3_failed_connects_name_destination_and_caller() -> None:
+    """time_wait.bt of contract 3 counts failed connects from SYN_SENT -> CLOSE, per destination."""
+    run = Run.open(fixture_run("time-wait-exhaust-c3"))
+    assert run.metadata["data_contract"] == 3
+    conn = run.table("tw_connect")
+    failed = conn[conn["errno"] == time_wait.EADDRNOTAVAIL]
+    assert set(zip(failed["raddr"], failed["rport"], failed["comm"], strict=True)) == {("198.18.0.1", 8080, "connload")}
+    client = int((run.table("connects")["errno"] == "EADDRNOTAVAIL").sum())
+    assert int(failed["failures"].sum()) >= client > 0
+    (f,) = [f for f in time_wait.evaluate(run) if f.kind == "time_wait_exhaustion"]
+    assert f.status == "confirmed"
+    # The sampled lifetimes estimate every connection: 1 in 16 of 400 sockets, each counting 16.
+    lives = run.table("tw_close")[["life_lt_1ms", "life_lt_10ms", "life_lt_100ms", "life_lt_1s"]].sum().sum()
+    assert lives % 16 == 0 and 0 < lives < 2 * 400

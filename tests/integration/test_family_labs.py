@@ -78,7 +78,7 @@ def test_time_wait_exhaust_vs_keepalive(kernel, tmp_path: Path) -> None:
     failed = exhaust.table("tw_connect")
     failed = failed[failed["errno"] == time_wait.EADDRNOTAVAIL]
     # Each failure names the destination and the process that called connect().
-    assert set(zip(failed["raddr"], failed["rport"], failed["comm"])) == {("198.18.0.1", 8080, "connload")}
+    assert set(zip(failed["raddr"], failed["rport"], failed["comm"], strict=True)) == {("198.18.0.1", 8080, "connload")}
     (f,) = findings(exhaust, "time_wait_exhaustion")
     assert f["status"] == "confirmed"
     # tcp_tw_reuse=1 (variant reuse) is covered by the real A/B comparison in
