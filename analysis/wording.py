@@ -34,6 +34,7 @@ CAUSE_NAMES = {
     "sizing": "backlog too small for the bursts (sizing)",
     "stall": "the application stopped calling accept() (stall)",
     "capacity": "arrivals outran the accept path (capacity)",
+    "unattributed": "overflows the probe could not pin on a listener (unattributed)",
     "data_loss": "data segments lost on the path (data_loss)",
     "syn_loss": "connection attempts lost (syn_loss)",
     "remote_accept_queue_full": "packets dropped by a full accept queue at the server",
@@ -93,6 +94,23 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
             "retried after the initial RTO."
         ),
         Opt(" TCPSynRetrans in {syn_retrans_netns}: {syn_retrans}.", " The client's TCPSynRetrans was not sampled."),
+        Opt(" The retransmits probe saw {syn_retrans_to_listener} SYN retransmits toward this listener."),
+    ),
+    ("accept_queue_overflow", "symptom", "local_clients"): (
+        "No lab client log; a client on this host retried its SYNs toward this listener",
+        Opt(": the retransmits probe saw {syn_retrans_to_listener} SYN retransmits toward it"),
+        Opt(" (TCPSynRetrans in the client's namespace {syn_retrans_netns}: {syn_retrans}, all its connects)"),
+        ".",
+        Opt(" ss showed its queue at up to {ss_recv_q_max} of {ss_send_q}."),
+        Opt(" ListenDrops {listen_drops}."),
+    ),
+    ("accept_queue_overflow", "symptom", "server_side_only"): (
+        "The client side is not visible in this capture: {client_side_text}. From the server side: ",
+        Opt("ss showed its queue at up to {ss_recv_q_max} of {ss_send_q}", "ss did not list this listener"),
+        Opt(" (above the limit in {ss_full_samples_text})"),
+        Opt("; it re-sent {synack_retrans_by_listener} SYN-ACKs"),
+        Opt("; ListenDrops {listen_drops}"),
+        ".",
     ),
     ("accept_queue_overflow", "symptom", "syn_retrans_only"): (
         "No client-side timings were captured; ",
@@ -108,8 +126,18 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
         Opt("; ListenDrops {listen_drops}"),
         ".",
         Opt(" {reqq_note}"),
+        Opt(" {share_text}"),
     ),
     ("accept_queue_overflow", "counter", "no_overflows"): ("Kernel counter: ListenOverflows did not move.",),
+    ("accept_queue_overflow", "counter", "overflows_not_here"): (
+        "Kernel counter: TcpExt.ListenOverflows",
+        Opt(" in {netns_label}"),
+        " rose by {listen_overflows}, but this listener was never seen full, so none of them were its drops",
+        Opt(
+            " (the probe saw {listeners_seen_full} other listener(s) full there)",
+        ),
+        ".",
+    ),
     ("accept_queue_overflow", "counter", "not_sampled"): (
         "Kernel counter: this listener's namespace was not sampled (capture with --netns).",
     ),
@@ -144,6 +172,12 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
         Opt("accepted {accept_rate_per_s}/s on average", "kept accepting"),
         ": arrivals outran the accept path.",
         Opt("{model_text}"),
+    ),
+    ("accept_queue_overflow", "cause", "unattributed"): (
+        "Cause: not attributed — no listener the probe tracked was seen full (depth > limit) while the counter "
+        "rose, so no listener is named: {reason_text}.",
+        Opt(" Listeners ss showed above their limit: {ss_full_listeners}."),
+        Opt(" Listeners the probe saw one short of full then: {near_full_listeners}."),
     ),
     ("accept_queue_overflow", "fix", "sizing"): (
         "Fix: raise the listen() backlog",
@@ -540,11 +574,30 @@ def _derived(kind: str, link: Link) -> dict[str, Any]:
                 f"TCPReqQFullDoCookies {number(ev['reqq_full_cookies'])}: the SYN queue, which shares the same "
                 "limit, filled too and the kernel answered with syncookies."
             )
+        if link.link == "cause" and link.key == "unattributed":
+            ev["reason_text"] = UNATTRIBUTED_REASONS.get(str(ev.get("reason")), UNATTRIBUTED_REASONS["not_seen"])
+        if link.link == "counter":
+            ev["share_text"] = _share_text(ev)
+        if link.link == "symptom" and not is_missing(ev.get("ss_samples_full")) and ev["ss_samples_full"] > 0:
+            ev["ss_full_samples_text"] = f"{number(ev['ss_samples_full'])} sample(s)"
+        if link.link == "symptom" and link.key == "server_side_only":
+            st = ev.get("retransmits_probe")
+            ev["client_side_text"] = (
+                "no lab client log, and the retransmits probe did not run, so SYN retries of a local client "
+                "toward it could not be seen"
+                if st != "ok"
+                else "no lab client log, and no client on this host retried a SYN toward it (its clients are "
+                "elsewhere, or none of their SYNs was dropped)"
+            )
         if link.link == "probe" and link.key == "no_full_listener_seen":
             st = ev.get("probe_status")
             ev["probe_status_text"] = (
-                "the accept_queue probe ran, but no listener it tracked was seen full (a listener beyond its "
-                "slots, or overflows between its samples)"
+                "the accept_queue probe ran, but no listener it tracked was seen full"
+                + (
+                    f" ({number(ev['listeners_tracked'])} tracked in this namespace)"
+                    if not is_missing(ev.get("listeners_tracked"))
+                    else ""
+                )
                 if st == "ok"
                 else f"no listener was seen full: the accept_queue probe did not run to the end (status {st})"
                 if not is_missing(st)
@@ -635,6 +688,39 @@ def _derived(kind: str, link: Link) -> dict[str, Any]:
                 else f"{join_words([number(x) for x in wrk])} requests/s in its {len(wrk)} phases"
             )
     return ev
+
+
+UNATTRIBUTED_REASONS = {
+    "probe_not_run": "the accept_queue probe did not run (or not to the end) in this capture",
+    "listener_not_tracked": "ss saw a listener full that the probe did not track (it tracks the first 32 "
+    "listeners it sees)",
+    "interval_too_coarse": "the probe saw listeners near full but not over the limit at its interval ends; "
+    "the interval is too coarse to tell which queue dropped",
+    "not_seen": "the probe ran and saw no listener full; a listener beyond its slots, or drops between its "
+    "enqueues (a SYN queue full, or a final ACK) are possible",
+}
+
+
+def _share_text(ev: Mapping[str, Any]) -> str:
+    """How a namespace's overflows split among the listeners seen full ("" for one listener)."""
+    n = ev.get("listeners_seen_full")
+    parts = []
+    if not is_missing(n) and n > 1:
+        share, others = ev.get("full_events_share_pct"), ev.get("others") or []
+        text = (
+            f"The counter is per namespace and {number(n)} listeners were seen full there, so these overflows "
+            "are shared"
+        )
+        if not is_missing(share):
+            text += f"; this one had {number(share)} % of their full events"
+            text += " and dominates" if ev.get("dominant") else ""
+        if others:
+            text += f" (others: {join_words([str(o) for o in others])})"
+        parts.append(text + ".")
+    un = ev.get("listen_overflows_unmatched")
+    if not is_missing(un) and un > 0:
+        parts.append(f"{number(un)} of them were counted outside the intervals any listener was seen full.")
+    return " ".join(parts)
 
 
 def _retransmit_client_text(ev: Mapping[str, Any]) -> str:

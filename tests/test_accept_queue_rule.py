@@ -75,7 +75,7 @@ def test_counter_without_probe_is_a_netns_level_suspicion() -> None:
     rows = run.table("aq_listener")
     run._cache["aq_listener"] = rows.iloc[0:0]
     (f,) = _findings(run)
-    assert f.status == "suspected" and f.subject["lport"] is None
+    assert f.status == "suspected" and f.subject["lport"] is None and f.cause_class == "unattributed"
     assert f.link("counter").evidence["listen_overflows"] > 0
 
 
@@ -140,3 +140,72 @@ def test_bursts_draining_at_interval_ends_stay_sizing() -> None:
     ]:
         (f,) = [x for x in accept_queue.evaluate(Run.open(fixture_run(name))) if x.status != "absent"]
         assert f.cause_class == cause, (name, f.cause_class)
+
+
+def _with_extra_listener(run: Run, lport: int, limit: int, depth: int, full_events: int = 0) -> Run:
+    """A copy of a real capture with a second listener in the server namespace (its rows cloned from
+    the real one's times), as on a shared host: only its depth, limit and full events differ."""
+    rows = run.table("aq_listener")
+    extra = rows.copy()
+    extra["lport"] = lport
+    extra["limit"] = limit
+    extra["depth_max"] = depth
+    extra["depth_now"] = 0
+    extra["full_events"] = 0
+    if full_events:
+        extra.loc[extra.index[:2], "full_events"] = full_events
+        extra.loc[extra.index[:2], "depth_max"] = limit + 1
+    run._cache["aq_listener"] = pd.concat([rows, extra], ignore_index=True)
+    return run
+
+
+def test_a_healthy_neighbour_gets_no_finding_when_the_namespace_overflows() -> None:
+    """The overflows are the sized-too-small listener's; a busy listener far below its limit in the
+    same namespace is ruled out, and its counter link says why (never 'suspected overflow')."""
+    run = _with_extra_listener(Run.open(fixture_run("accept-overflow-sizing")), 9090, 511, 7)
+    results = accept_queue.evaluate(run)
+    (f,) = [x for x in results if x.is_finding]
+    assert (f.subject["lport"], f.status, f.cause_class) == (8080, "confirmed", "sizing")
+    (healthy,) = [x for x in results if x.subject["lport"] == 9090]
+    assert healthy.status == "absent"
+    assert healthy.link("counter").key == "overflows_not_here"
+    assert healthy.link("counter").evidence["listen_overflows"] > 0
+    # The model uses the listener's own enqueues once another listener shares PassiveOpens.
+    assert f.link("cause").evidence["model"]["opens_basis"].startswith("this listener")
+
+
+def test_two_listeners_seen_full_share_the_overflows_and_one_dominates() -> None:
+    run = _with_extra_listener(Run.open(fixture_run("accept-overflow-sizing")), 9090, 8, 9, full_events=2)
+    found = {f.subject["lport"]: f for f in accept_queue.evaluate(run) if f.is_finding}
+    assert set(found) == {8080, 9090}
+    big, small = found[8080].link("counter").evidence, found[9090].link("counter").evidence
+    assert big["listeners_seen_full"] == small["listeners_seen_full"] == 2
+    assert big["dominant"] is True and small["dominant"] is False
+    assert big["full_events_share_pct"] > 90 > small["full_events_share_pct"]
+    from analysis.wording import describe
+
+    assert "shared" in describe(accept_queue.KIND, found[9090].link("counter"))
+
+
+def test_without_a_lab_the_symptom_is_what_the_host_shows() -> None:
+    """No connects.csv and no lab block: the SYN retries toward this listener that the client side
+    counted (retransmits probe), the client's namespace TCPSynRetrans, ss Recv-Q; never the
+    server namespace's own TCPSynRetrans."""
+    run = Run.open(fixture_run("accept-overflow-sizing"))
+    client_ns = run.lab["client"]["netns_inode"]
+    run.metadata = {**run.metadata, "lab": None}
+    run._cache["connects"] = run.table("connects").iloc[0:0]
+    (f,) = _findings(run)
+    sym = f.link("symptom")
+    assert sym.key == "local_clients"
+    assert sym.evidence["syn_retrans_to_listener"] > 0
+    assert sym.evidence["syn_retrans_netns"] == run.netns_label(client_ns)
+    assert sym.evidence["ss_send_q"] == 16
+    # Without the retransmits probe the client side is not visible, and the sentence says so.
+    run.metadata = {**run.metadata, "probes": {k: v for k, v in run.metadata["probes"].items() if k != "retransmits"}}
+    run._cache["rt_endpoint"] = run.table("rt_endpoint").iloc[0:0]
+    (f,) = _findings(run)
+    assert f.link("symptom").key == "server_side_only"
+    from analysis.wording import describe
+
+    assert "client side is not visible" in describe(accept_queue.KIND, f.link("symptom"))

@@ -67,6 +67,7 @@ def saturation_model(
     t0: float,
     t1: float,
     interval: int,
+    own: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The saturation model's prediction for this listener, with the measured numbers it takes.
 
@@ -76,12 +77,27 @@ def saturation_model(
     loop was never idle then). sizing: a burst of B new connections into room for K loses B - K first
     attempts (B = the most passive opens in one interval).
     stall: no model; a stopped server has no service rate.
+
+    own: when other listeners share the namespace, PassiveOpens counts their
+    connections too; pass this listener's probe rows (time_s, enqueues) and its
+    own enqueues stand in for PassiveOpens (each counter sample takes the
+    interval that ended just before it; the namespace's overflows stay as
+    counted, shared by the listeners seen full).
     """
     if cause_class == "stall":
         return {"kind": "not_applicable"}
     k = models.accept_queue_capacity(limit)
     win = run.counter_deltas(netns, ["PassiveOpens", "ListenOverflows"])
     win = win[(win.index > t0) & (win.index <= t1 + interval + 0.5)]
+    basis = "namespace PassiveOpens"
+    if own is not None:
+        times = own["time_s"].to_numpy(dtype=float)
+        enq = own["enqueues"].to_numpy(dtype=float)
+        win = win.copy()
+        win["PassiveOpens"] = [
+            int(enq[(times < s) & (times >= s - interval)].sum()) for s in win.index.to_numpy(dtype=float)
+        ]
+        basis = "this listener's enqueues (probe)"
     overflows, opens = int(win["ListenOverflows"].sum()), int(win["PassiveOpens"].sum())
     attempts = overflows + opens
     measured_pct = round(100 * overflows / attempts, 1) if attempts else None
@@ -97,6 +113,7 @@ def saturation_model(
             "capacity_k": k,
             "predicted_pct": round(100 * lost / burst, 1) if burst else None,
             "measured_pct": measured_pct,
+            "opens_basis": basis,
         }
     # The accept loop was busy throughout the intervals that overflowed and
     # still ended with a queue: their accept counts are its service rate, and
@@ -124,4 +141,71 @@ def saturation_model(
         "predicted_pct": round(100 * pred.p_block, 1),
         "predicted_wait_ms": round(1000 * pred.wait_s, 1),
         "measured_pct": measured_pct,
+        "opens_basis": basis,
     }
+
+
+def overflow_samples(run: RunLike, netns: int) -> pd.Series:
+    """ListenOverflows deltas of one namespace per counter sample (indexed by time_s), only where it rose."""
+    d = run.counter_deltas(netns, ["ListenOverflows"])["ListenOverflows"]
+    return d[d > 0]
+
+
+def samples_near(samples: pd.Series, full_times: pd.Series | list[float], interval: float) -> pd.Series:
+    """Which counter samples fall in (or just after) a listener's full intervals.
+
+    A probe row stamped T covers (T - interval, T]; a counter sample stamped S
+    counts the drops since the previous sample, which lands up to one interval
+    (plus the sampler's offset) after them. S in [T - interval, T + interval + 0.5]."""
+    idx = samples.index.to_numpy(dtype=float)
+    hit = pd.Series(False, index=samples.index)
+    for t in full_times:
+        hit |= (idx >= float(t) - interval) & (idx <= float(t) + interval + 0.5)
+    return hit
+
+
+def listener_symptoms(run: RunLike, netns: int, laddr: str, lport: int) -> dict[str, Any]:
+    """What the host shows of one listener's clients and queue, without any lab log.
+
+    - SYN retransmits toward the listener counted by the retransmits probe on the
+      client side (service_local 0), per client namespace: a local client.
+    - SYN-ACK retransmits by the listener itself (service_local 1): final ACKs
+      its full queue dropped.
+    - ss Recv-Q (queue now) against Send-Q (limit) at each sample."""
+    rt = run.table("rt_endpoint")
+    wild = laddr in ("0.0.0.0", "::", "*", "")
+    cli = rt[(rt["service_local"] == 0) & (rt["service_port"] == lport) & (rt["syn_segs"] > 0)]
+    if not wild:
+        cli = cli[cli["raddr"] == laddr]
+    by_ns = cli.groupby("netns")["syn_segs"].sum().sort_values(ascending=False)
+    srv = rt[(rt["service_local"] == 1) & (rt["netns"] == netns) & (rt["service_port"] == lport)]
+    if not wild:
+        srv = srv[srv["laddr"] == laddr]
+    ls = run.table("listeners")
+    ls = ls[(ls["netns"] == netns) & (ls["lport"] == lport)]
+    if not wild and not ls.empty:
+        ls = ls[ls["laddr"].isin([laddr, "*", "0.0.0.0", "::", "[::]"])]
+    return {
+        "client_netns": [int(x) for x in by_ns.index],
+        "syn_retrans_to_listener": int(by_ns.sum()) if len(by_ns) else 0,
+        "synack_retrans_by_listener": int(srv["synack_segs"].sum()) if not srv.empty else 0,
+        "ss_samples": len(ls),
+        "ss_recv_q_max": int(ls["recv_q"].max()) if not ls.empty else None,
+        "ss_send_q": int(ls["send_q"].max()) if not ls.empty else None,
+        "ss_samples_full": int((ls["recv_q"] > ls["send_q"]).sum()) if not ls.empty else 0,
+    }
+
+
+def ss_full_listeners(run: RunLike, netns: int, t0: float | None = None, t1: float | None = None) -> list[str]:
+    """Listeners ss showed with Recv-Q above Send-Q (full) in a namespace, as "addr:port (comm)"."""
+    ls = run.table("listeners")
+    ls = ls[(ls["netns"] == netns) & (ls["recv_q"] > ls["send_q"])]
+    if t0 is not None:
+        ls = ls[ls["time_s"] >= t0]
+    if t1 is not None:
+        ls = ls[ls["time_s"] <= t1]
+    out = []
+    for (laddr, lport), g in ls.groupby(["laddr", "lport"], sort=True):
+        comm = g["comm"].dropna()
+        out.append(f"{laddr}:{int(lport)}" + (f" ({comm.iloc[-1]})" if len(comm) else ""))
+    return out

@@ -18,22 +18,39 @@ Cause classes, from the probe's per-interval rows:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from ..derived import connects
-from ..derived.accept_queue import LISTENER_KEY, full_intervals, owner, requested_backlog, saturation_model, somaxconn
+from ..derived.accept_queue import (
+    LISTENER_KEY,
+    full_intervals,
+    listener_symptoms,
+    overflow_samples,
+    owner,
+    requested_backlog,
+    samples_near,
+    saturation_model,
+    somaxconn,
+    ss_full_listeners,
+)
 from ..derived.counters import sampled, total_delta
 from ..findings import Finding, Link
 from ..kernel import SYN_RETRY_US, accept_queue_room
 from .base import Rule, RunView
 
 KIND = "accept_queue_overflow"
-INPUTS = ("aq_listener", "aq_accept", "aq_listen", "counters", "listeners", "sysctls", "connects")
+# rt_endpoint: SYN retransmits toward a listener from a local client, and its SYN-ACK retransmits.
+INPUTS = ("aq_listener", "aq_accept", "aq_listen", "counters", "listeners", "sysctls", "connects", "rt_endpoint")
 
 
-def _symptom(run: RunView, netns: int) -> Link:
+def _symptom(run: RunView, netns: int, laddr: str | None = None, lport: int | None = None) -> Link:
+    """What the clients saw. A lab's client log when there is one; else what the host shows:
+    SYN retransmits toward this listener from a local client (counted in the client's
+    namespace), the listener's own SYN-ACK retransmits, ss Recv-Q against its limit, ListenDrops.
+    Never the server namespace's own TCPSynRetrans: those are its outgoing connects."""
     lab = run.lab or {}
     client_ns = (lab.get("client") or {}).get("netns_inode")
     ev: dict[str, Any] = {}
@@ -41,11 +58,35 @@ def _symptom(run: RunView, netns: int) -> Link:
     if client:
         for k in ("attempts", "ok", "errors", "connect_latency", "connects_waited_syn_retry", "first_byte_latency"):
             ev[k] = client[k]
-    retrans_ns = int(client_ns) if client_ns is not None else netns
-    if sampled(run, retrans_ns):
-        ev["syn_retrans_netns"] = run.netns_label(retrans_ns)
-        ev["syn_retrans"] = total_delta(run, retrans_ns, "TCPSynRetrans")
-    key = "client_connects" if "attempts" in ev else ("syn_retrans_only" if "syn_retrans" in ev else "not_captured")
+    host = listener_symptoms(run, netns, laddr, lport) if lport is not None else None
+    if host is not None:
+        ev["syn_retrans_to_listener"] = (
+            host["syn_retrans_to_listener"] if run.probe_status("retransmits") == "ok" else None
+        )
+        ev["synack_retrans_by_listener"] = (
+            host["synack_retrans_by_listener"] if run.probe_status("retransmits") == "ok" else None
+        )
+        ev["ss_recv_q_max"] = host["ss_recv_q_max"]
+        ev["ss_send_q"] = host["ss_send_q"]
+        ev["ss_samples_full"] = host["ss_samples_full"] if host["ss_samples"] else None
+    if sampled(run, netns):
+        ev["listen_drops"] = total_delta(run, netns, "ListenDrops")
+    if client_ns is None and host is not None and host["client_netns"]:
+        # A local client retried SYNs toward this listener: its namespace's TCPSynRetrans.
+        client_ns = host["client_netns"][0]
+    if client_ns is not None and sampled(run, int(client_ns)):
+        ev["syn_retrans_netns"] = run.netns_label(int(client_ns))
+        ev["syn_retrans"] = total_delta(run, int(client_ns), "TCPSynRetrans")
+    if "attempts" in ev:
+        key = "client_connects"
+    elif "syn_retrans" in ev:
+        key = "local_clients" if host is not None else "syn_retrans_only"
+    elif host is not None:
+        # No lab log and no local client retried toward it: the client side is not visible here.
+        ev["retransmits_probe"] = run.probe_status("retransmits")
+        key = "server_side_only"
+    else:
+        key = "not_captured"
     return Link("symptom", key, ev)
 
 
@@ -83,7 +124,39 @@ def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     return "sizing", ev
 
 
-def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFrame) -> Finding:
+@dataclass
+class _Namespace:
+    """What one namespace's listeners share: its overflow counter, and who was seen full when it rose."""
+
+    netns: int
+    sampled: bool
+    overflows: pd.Series  # ListenOverflows delta per counter sample, where it rose
+    full_times: dict[tuple[int, str, int], list[float]]  # implicated listener -> its full intervals
+    full_events: dict[tuple[int, str, int], int]
+    busy: bool  # more than one listener queued connections in the capture
+
+
+def _share_evidence(ns: _Namespace, key: tuple[int, str, int], interval: int) -> dict[str, Any]:
+    """How the namespace's overflows can be shared among the listeners seen full."""
+    mine = samples_near(ns.overflows, ns.full_times[key], interval)
+    anyone = pd.Series(False, index=ns.overflows.index)
+    for t in ns.full_times.values():
+        anyone |= samples_near(ns.overflows, t, interval)
+    ev: dict[str, Any] = {
+        "listen_overflows_matched": int(ns.overflows[mine].sum()),
+        "listen_overflows_unmatched": int(ns.overflows[~anyone].sum()),
+        "listeners_seen_full": len(ns.full_times),
+    }
+    if len(ns.full_times) > 1:
+        total = sum(ns.full_events.values())
+        ranked = sorted(ns.full_events.items(), key=lambda kv: (-kv[1], kv[0]))
+        ev["full_events_share_pct"] = round(100 * ns.full_events[key] / total, 1) if total else None
+        ev["dominant"] = ranked[0][0] == key
+        ev["others"] = [f"{k[1]}:{k[2]} ({n} full events)" for k, n in ranked if k != key]
+    return ev
+
+
+def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFrame, ns: _Namespace) -> Finding:
     netns, laddr, lport = int(key[0]), str(key[1]), int(key[2])
     rows = rows.sort_values("time_s")
     interval = int(run.metadata.get("interval_s", 1))
@@ -96,7 +169,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         "lport": lport,
         **owner(run, netns, lport),
     }
-    is_sampled = sampled(run, netns)
+    is_sampled = ns.sampled
     overflows_total = total_delta(run, netns, "ListenOverflows") if is_sampled else None
 
     probe_ev = {
@@ -109,22 +182,26 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         "accepted": int(rows["accepted"].sum()),
         "interval_s": interval,
     }
-    if full.empty and not overflows_total:
-        return Finding(
-            KIND,
-            "absent",
-            subject,
-            chain=[
-                Link("probe", "never_full", probe_ev),
-                Link("counter", "no_overflows" if is_sampled else "not_sampled", {"listen_overflows": overflows_total}),
-            ],
-        )
-
     if full.empty:
-        t0, t1 = run.start, run.end
-    else:
-        t0 = float(full["time_s"].min()) - interval
-        t1 = float(full["time_s"].max())
+        # Never seen full: whatever the namespace's counter did, it was not this queue.
+        if not is_sampled:
+            counter = Link("counter", "not_sampled", {"listen_overflows": None})
+        elif overflows_total:
+            counter = Link(
+                "counter",
+                "overflows_not_here",
+                {
+                    "netns_label": run.netns_label(netns),
+                    "listen_overflows": overflows_total,
+                    "listeners_seen_full": len(ns.full_times),
+                },
+            )
+        else:
+            counter = Link("counter", "no_overflows", {"listen_overflows": overflows_total})
+        return Finding(KIND, "absent", subject, chain=[Link("probe", "never_full", probe_ev), counter])
+
+    t0 = float(full["time_s"].min()) - interval
+    t1 = float(full["time_s"].max())
     window = {
         "start_s": t0,
         "end_s": t1,
@@ -140,11 +217,13 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         "listen_drops": total_delta(run, netns, "ListenDrops") if is_sampled else None,
         "reqq_full_drop": total_delta(run, netns, "TCPReqQFullDrop") if is_sampled else None,
         "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if is_sampled else None,
+        **(_share_evidence(ns, key, interval) if is_sampled else {}),
     }
     probe_ev["first_full_rel_s"] = window["start_rel_s"] + interval
     probe_ev["last_full_rel_s"] = window["end_rel_s"]
 
-    status = "confirmed" if (not full.empty and (in_window or 0) > 0) else "suspected"
+    # Confirmed: the probe saw this queue full and the namespace's counter rose in those intervals.
+    status = "confirmed" if (counter_ev.get("listen_overflows_matched") or 0) > 0 else "suspected"
     cause_class, class_ev = _classify(rows)
 
     # Requested vs effective backlog, and which knob binds.
@@ -173,7 +252,11 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         **class_ev,
     }
 
-    cause_ev["model"] = saturation_model(run, netns, full, cause_class, limit, t0, t1, interval) if is_sampled else None
+    # On a namespace with other busy listeners, PassiveOpens is not this listener's: use its own enqueues.
+    own = rows[["time_s", "enqueues"]] if ns.busy else None
+    cause_ev["model"] = (
+        saturation_model(run, netns, full, cause_class, limit, t0, t1, interval, own) if is_sampled else None
+    )
 
     fix_ev: dict[str, Any] = {"binding_knob": binding, "somaxconn": somax, "limit_effective": limit}
     if cause_class == "sizing":
@@ -211,7 +294,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         window=window,
         cause_class=cause_class,
         chain=[
-            _symptom(run, netns),
+            _symptom(run, netns, laddr, lport),
             Link("counter", "listen_overflows" if is_sampled else "not_sampled", counter_ev),
             Link("probe", "queue_full", probe_ev),
             Link("cause", cause_class, cause_ev),
@@ -221,45 +304,91 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
     )
 
 
+def _unattributed(run: RunView, inode: int, label: str, ns: _Namespace, listeners: pd.DataFrame) -> Finding:
+    """Overflows counted in a namespace where the probe saw no listener full: said so, and why,
+    never pinned on a listener."""
+    interval = int(run.metadata.get("interval_s", 1))
+    n = int(ns.overflows.sum())
+    t = ns.overflows.index.to_numpy(dtype=float)
+    t0, t1 = float(t.min()) - interval, float(t.max())
+    status = run.probe_status("accept_queue")
+    ss_full = ss_full_listeners(run, inode)
+    # Listeners the probe saw one short of full (depth = limit) around the overflows.
+    near = listeners[
+        (listeners["netns"] == inode)
+        & (listeners["time_s"] >= t0 - interval)
+        & (listeners["time_s"] <= t1 + interval)
+        & (listeners[["depth_max", "depth_now"]].max(axis=1) >= listeners["limit"])
+    ]
+    near_names = sorted({f"{a}:{int(p)}" for a, p in near[["laddr", "lport"]].itertuples(index=False)})
+    if status != "ok":
+        reason = "probe_not_run"
+    elif ss_full:
+        reason = "listener_not_tracked"
+    elif near_names or interval > 1:
+        reason = "interval_too_coarse"
+    else:
+        reason = "not_seen"
+    probe_ev = {
+        "probe_status": status,
+        "reason": reason,
+        "ss_full_listeners": ss_full,
+        "near_full_listeners": near_names,
+        "interval_s": interval,
+        "listeners_tracked": int(
+            listeners.loc[listeners["netns"] == inode, ["laddr", "lport"]].drop_duplicates().shape[0]
+        ),
+    }
+    return Finding(
+        KIND,
+        "suspected",
+        {"netns": inode, "netns_label": label, "laddr": None, "lport": None},
+        window={
+            "start_s": t0,
+            "end_s": t1,
+            "start_rel_s": round(t0 - run.start, 1),
+            "end_rel_s": round(t1 - run.start, 1),
+        },
+        cause_class="unattributed",
+        chain=[
+            _symptom(run, inode),
+            Link(
+                "counter",
+                "listen_overflows",
+                {
+                    "netns_label": label,
+                    "listen_overflows": n,
+                    "listen_drops": total_delta(run, inode, "ListenDrops"),
+                },
+            ),
+            Link("probe", "no_full_listener_seen", probe_ev),
+            Link("cause", "unattributed", probe_ev),
+        ],
+    )
+
+
 def _evaluate(run: RunView) -> list[Finding]:
     rows = run.table("aq_listener")
+    labels = {int(ns["inode"]): ns["label"] for ns in run.metadata["netns"]}
+    groups = {(int(k[0]), str(k[1]), int(k[2])): g for k, g in rows.groupby(LISTENER_KEY, sort=True)}
     out: list[Finding] = []
-    seen_netns: set[int] = set()
-    for key, grp in rows.groupby(LISTENER_KEY, sort=True):
-        f = _evaluate_listener(run, key, grp)
-        out.append(f)
-        if f.status != "absent":
-            seen_netns.add(int(key[0]))
-    # Overflows counted in a sampled namespace where the probe saw no full listener
-    # (probe not running, or the listener was beyond its 32 slots).
-    for ns in run.metadata["netns"]:
-        inode = int(ns["inode"])
-        if inode in seen_netns or not sampled(run, inode):
-            continue
-        n = total_delta(run, inode, "ListenOverflows")
-        if n > 0:
-            out.append(
-                Finding(
-                    KIND,
-                    "suspected",
-                    {"netns": inode, "netns_label": ns["label"], "laddr": None, "lport": None},
-                    window={
-                        "start_s": run.start,
-                        "end_s": run.end,
-                        "start_rel_s": 0.0,
-                        "end_rel_s": round(run.end - run.start, 1),
-                    },
-                    chain=[
-                        _symptom(run, inode),
-                        Link("counter", "listen_overflows", {"netns_label": ns["label"], "listen_overflows": n}),
-                        Link(
-                            "probe",
-                            "no_full_listener_seen",
-                            {"probe_status": run.metadata["probes"].get("accept_queue", {}).get("status")},
-                        ),
-                    ],
-                )
-            )
+    for inode in sorted(set(labels) | {k[0] for k in groups}):
+        mine = {k: g for k, g in groups.items() if k[0] == inode}
+        full = {k: full_intervals(g) for k, g in mine.items()}
+        is_sampled = sampled(run, inode)
+        ns = _Namespace(
+            netns=inode,
+            sampled=is_sampled,
+            overflows=overflow_samples(run, inode) if is_sampled else pd.Series(dtype="int64"),
+            full_times={k: f["time_s"].astype(float).tolist() for k, f in full.items() if not f.empty},
+            full_events={k: int(mine[k]["full_events"].sum()) for k, f in full.items() if not f.empty},
+            busy=sum(int(g["enqueues"].sum()) > 0 for g in mine.values()) > 1,
+        )
+        for key, grp in mine.items():
+            out.append(_evaluate_listener(run, key, grp, ns))
+        # Overflows counted where the probe saw no listener full: unattributed, with the reason.
+        if not ns.full_times and ns.overflows.sum() > 0:
+            out.append(_unattributed(run, inode, labels.get(inode, str(inode)), ns, rows))
     return out
 
 
