@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .derived import counters
-from .derived.epoll import per_process, wait_share
+from .derived.epoll import per_process, per_thread, wait_share
 from .derived.retransmits import segments_per_interval
 from .derived.time_wait import littles_law
 from .kernel import TCP_TIMEWAIT_LEN_S
@@ -127,9 +127,14 @@ def time_wait(run: Run, netns: int, raddr: str, port: int, ports: int | None) ->
     return fig
 
 
-def event_loop(run: Run, pid: int) -> Figure:
-    pp = per_process(run)
-    rows = pp[pp["pid"] == pid].sort_values("time_s")
+def event_loop(run: Run, pid: int, tid: int | None = None) -> Figure:
+    """One loop thread's blocked share and events (the whole process's when tid is None: contract 2)."""
+    if tid is None:
+        pp = per_process(run)
+        rows = pp[pp["pid"] == pid].sort_values("time_s")
+    else:
+        pt = per_thread(run)
+        rows = pt[(pt["pid"] == pid) & (pt["tid"] == tid)].sort_values("time_s")
     interval = float(run.metadata.get("interval_s", 1))
     t = rows["time_s"].astype(float) - run.start
     fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -139,7 +144,8 @@ def event_loop(run: Run, pid: int) -> Figure:
     ax2.plot(t, rows["events_sum"].astype(float) / interval, "s--", ms=3, color="tab:orange", label="events/s")
     ax2.set_ylabel("events per second")
     ax.set_xlabel("seconds since capture start")
-    ax.set_title(f"Event loop of {rows['comm'].iloc[0] if len(rows) else pid} (pid {pid})")
+    who = f"pid {pid}" + (f", tid {tid}" if tid is not None and tid != pid else "")
+    ax.set_title(f"Event loop of {rows['comm'].iloc[0] if len(rows) else pid} ({who})")
     fig.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     return fig

@@ -101,8 +101,10 @@ def _plots_for(run: Run, findings: list[Finding], out: Path, pw: _PlotWriter | N
             fig = plots.time_wait(run, s["netns"], s["raddr"], s["service_port"], ports)
             made.append((f"TIME_WAIT toward {s['raddr']}:{s['service_port']}", save(fig, out / "time_wait.png")))
         elif f.kind == "event_loop_saturation":
-            fig = plots.event_loop(run, s["pid"])
-            made.append((f"Event loop of {s['comm']}", save(fig, out / f"event_loop_{s['pid']}.png")))
+            tid = s.get("tid")
+            fig = plots.event_loop(run, s["pid"], tid)
+            name = f"event_loop_{s['pid']}" + (f"_{tid}" if tid is not None and tid != s["pid"] else "")
+            made.append((f"Event loop of {s['comm']}", save(fig, out / f"{name}.png")))
     fig = plots.connect_latency(run)
     if fig is not None:
         made.append(("Client connect latency", save(fig, out / "connect_latency.png")))

@@ -388,6 +388,8 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
             " (it had no busy interval)",
         ),
         ".",
+        Opt("{sample_text}"),
+        Opt("{others_text}"),
     ),
     ("event_loop_saturation", "cause", "loop_saturated"): (
         "Cause: more ready work than the loop's threads can run",
@@ -679,6 +681,23 @@ def _derived(kind: str, link: Link) -> dict[str, Any]:
                 + (f" ({number(ok)} ok)" if not is_missing(ok) else "")
                 + "; Go's dialer calls connect() more than once per attempt"
             )
+    if kind == "event_loop_saturation" and link.link == "probe":
+        ev["sample_text"] = (
+            " These are the thread's own numbers, estimated from a 1-in-8 sample of its epoll calls."
+            if ev.get("estimated_from_sample") and ev.get("per_thread")
+            else " This capture counted per process (data contract 2): the numbers are the process's."
+            if ev.get("per_thread") is False
+            else ""
+        )
+        n, sat = ev.get("other_threads_with_events"), ev.get("other_threads_saturated")
+        if not is_missing(n) and n > 0:
+            med = ev.get("other_threads_blocked_median_pct")
+            waiting = n - (sat or 0)
+            ev["others_text"] = (
+                f" Its process has {number(n)} other thread(s) with epoll events; {number(waiting)} of them wait"
+                + (f" (median {number(med)} % of each interval blocked)" if not is_missing(med) else "")
+                + " and are not at fault."
+            )
     if kind == "event_loop_saturation" and link.link == "symptom":
         wrk = [x for x in (ev.get("wrk_requests_per_s") or []) if not is_missing(x)]
         if wrk:
@@ -790,15 +809,20 @@ def headline(f: Finding) -> str:
     status = STATUS_WORDS.get(f.status, str(f.status).replace("_", " "))
     if f.kind == "event_loop_saturation":
         ports = [number(p) for p in s.get("listen_ports") or []]
+        pid, tid, process = s.get("pid"), s.get("tid"), s.get("process")
+        thread = not is_missing(tid) and not is_missing(pid) and tid != pid
         where = ", ".join(
             x
             for x in (
-                f"pid {s['pid']}" if not is_missing(s.get("pid")) else "",
+                f"pid {pid}" if not is_missing(pid) else "",
                 ("port " if len(ports) == 1 else "ports ") + join_words(ports) if ports else "",
             )
             if x
         )
-        return f"{TITLES[f.kind]}: {s.get('comm') or 'a process'}" + (f" ({where})" if where else "") + f": {status}"
+        who = s.get("comm") or "a process"
+        if thread:
+            who = f"thread {s.get('comm') or 'unnamed'} (tid {tid}) of {process or 'its process'}"
+        return f"{TITLES[f.kind]}: {who}" + (f" ({where})" if where else "") + f": {status}"
     proc = (
         f" ({s['comm']} pid {s.get('pid')})"
         if s.get("comm") and not is_missing(s.get("pid"))

@@ -1,21 +1,25 @@
 """event_loop_saturation: a server's event loop that never waits in epoll while events keep coming.
 
-A healthy loop spends most of an idle-ish interval blocked in epoll_wait; a
-saturated one finds events ready every time it asks (blocking calls return at
+A loop is a thread. A healthy loop spends most of an idle-ish interval blocked
+in epoll_wait; a saturated one finds events ready every time it asks (blocking calls return at
 once, or it only polls with timeout 0), so work queues in the socket buffers
 and the accept queue instead of being served.
 
 Chain: symptom (lab client latency / throughput) -> counter (none: the kernel
 keeps no counter for loop saturation; the listener's Recv-Q is shown when it
-grows) -> probe (share of each interval spent waiting, events per call, full
-batches) -> cause -> fix -> verification.
+grows) -> probe (share of each interval the thread spent waiting — its own
+wait time, never summed over threads — events per call, full batches)
+-> cause -> fix -> verification. The finding names the thread (pid, tid, comm)
+and its process; the process's other threads get nothing when they wait.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..derived.epoll import per_process, wait_share
+import pandas as pd
+
+from ..derived.epoll import per_process, per_thread, wait_share
 from ..findings import Finding, Link
 from .base import Rule, RunView
 
@@ -38,18 +42,43 @@ def _wrk_latency(run: RunView) -> dict[str, Any]:
     return {"wrk_requests_per_s": [p.get("wrk_requests_per_s") for p in phases]} if phases else {}
 
 
+def _held_by(ls: pd.DataFrame, pid: int, process: str, loop_pids: set[int]) -> pd.DataFrame:
+    """listeners.csv rows of a process: held by its pid, or under its name by a pid with no loop."""
+    own = ls["pid"] == pid
+    by_name = (ls["comm"] == process) & ~ls["pid"].isin(loop_pids - {pid})
+    return ls[own | by_name]
+
+
+def _longest_run(flags: list[bool]) -> int:
+    longest, cur = 0, 0
+    for b in flags:
+        cur = cur + 1 if b else 0
+        longest = max(longest, cur)
+    return longest
+
+
 def _evaluate(run: RunView) -> list[Finding]:
     interval = float(run.metadata.get("interval_s", 1))
     out: list[Finding] = []
-    pp = per_process(run)
+    pt = per_thread(run)
     lab = run.lab or {}
-    for pid, rows in pp.groupby("pid"):
+    ls = run.table("listeners")
+    per_thread_data = bool((pt["tid"] != pt["pid"]).any()) or int(run.metadata.get("data_contract", 2)) >= 3
+    # Each thread's numbers first, so a saturated thread can be told apart from its process's idle ones.
+    loop_pids = set(pt["pid"].astype(int))
+    threads: dict[tuple[int, int], dict[str, Any]] = {}
+    for (pid, tid), rows in pt.groupby(["pid", "tid"], sort=True):
         rows = rows.sort_values("time_s")
-        comm = str(rows["comm"].iloc[0])
         share = wait_share(rows, interval)
-        busy = (rows["events_sum"] >= MIN_EVENTS) & (share < MAX_WAIT_SHARE)
         active = rows["events_sum"] >= MIN_EVENTS
+        busy = active & (share < MAX_WAIT_SHARE)
+        threads[(int(pid), int(tid))] = {"rows": rows, "share": share, "active": active, "busy": busy}
+    for (pid, tid), th in threads.items():
+        rows, share, active, busy = th["rows"], th["share"], th["active"], th["busy"]
+        comm, process = str(rows["comm"].iloc[0]), str(rows["process_comm"].iloc[0])
         calls = int(rows["calls"].sum())
+        # One thread's blocked time over the interval; never summed over threads.
+        blocked = share.clip(upper=1.0)
         probe_ev = {
             "intervals_with_events": int(active.sum()),
             "intervals_never_waiting": int(busy.sum()),
@@ -57,21 +86,21 @@ def _evaluate(run: RunView) -> list[Finding]:
             "nonblocking_share_pct": round(100 * int(rows["nb_calls"].sum()) / calls, 1) if calls else None,
             "events_per_call": round(int(rows["events_sum"].sum()) / calls, 2) if calls else None,
             "full_batches": int(rows["ret_full"].sum()),
-            "wait_share_busy_pct": round(100 * float(share[busy].mean()), 2) if busy.any() else None,
-            "wait_share_median_pct": round(100 * float(share[active].median()), 1) if active.any() else None,
+            "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
+            "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
+            "per_thread": per_thread_data,
+            "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
         }
-        ls = run.table("listeners")
         # ss -p names one holder of a shared listening socket (nginx: master or
-        # worker), so a process also owns the listeners held under its name.
-        ports = sorted({int(p) for p in ls.loc[(ls["pid"] == pid) | (ls["comm"] == comm), "lport"]})
-        subject = {"pid": int(pid), "comm": comm, "listen_ports": ports}
+        # worker), so a process also owns the listeners held under its name by a
+        # process that has no loop of its own (never another loop's listeners).
+        held = _held_by(ls, pid, process, loop_pids)
+        ports = sorted({int(p) for p in held["lport"]})
+        subject = {"pid": pid, "tid": tid, "comm": comm, "process": process, "listen_ports": ports}
         # Servers only: a client's loop (a load generator ramping up) is busy by design.
         if not ports:
             continue
-        longest, cur = 0, 0
-        for b in busy.tolist():
-            cur = cur + 1 if b else 0
-            longest = max(longest, cur)
+        longest = _longest_run(busy.tolist())
         probe_ev["longest_never_waiting_run"] = longest
         # Consecutive intervals: a loop that is busy for a moment (a burst of
         # connects) is not saturated.
@@ -79,6 +108,14 @@ def _evaluate(run: RunView) -> list[Finding]:
             if active.any():
                 out.append(Finding(KIND, "absent", subject, chain=[Link("probe", "waits", probe_ev)]))
             continue
+        # The process's other loops: how many there are and whether they wait (they get no finding).
+        others = [v for (p, t), v in threads.items() if p == pid and t != tid and v["active"].any()]
+        probe_ev["other_threads_with_events"] = len(others)
+        probe_ev["other_threads_saturated"] = sum(
+            _longest_run(v["busy"].tolist()) >= MIN_BUSY_INTERVALS for v in others
+        )
+        waits = [float(v["share"].clip(upper=1.0)[v["active"]].median()) for v in others]
+        probe_ev["other_threads_blocked_median_pct"] = round(100 * sorted(waits)[len(waits) // 2], 1) if waits else None
         t = rows.loc[busy, "time_s"].astype(float)
         window = {
             "start_s": float(t.min()) - interval,
@@ -86,16 +123,17 @@ def _evaluate(run: RunView) -> list[Finding]:
             "start_rel_s": round(float(t.min()) - interval - run.start, 1),
             "end_rel_s": round(float(t.max()) - run.start, 1),
         }
-        recvq = ls[(ls["pid"] == pid) | (ls["comm"] == comm)]
+        recvq = held
         counter_ev = {
             "listener_recv_q_max": int(recvq["recv_q"].max()) if not recvq.empty else None,
             "listen_ports": ports,
         }
         server = lab.get("server") or {}
         wrk = _wrk_latency(run)
+        mine = server.get("comm") in (comm, process)
         cause_ev = {
-            "gomaxprocs": server.get("gomaxprocs") if server.get("comm") == comm else None,
-            "work_per_request": server.get("work") if server.get("comm") == comm else None,
+            "gomaxprocs": server.get("gomaxprocs") if mine else None,
+            "work_per_request": server.get("work") if mine else None,
         }
         out.append(
             Finding(
