@@ -34,7 +34,7 @@ CAUSE_NAMES = {
     "sizing": "backlog too small for the bursts (sizing)",
     "stall": "the application stopped calling accept() (stall)",
     "capacity": "arrivals outran the accept path (capacity)",
-    "unattributed": "overflows the probe could not pin on a listener (unattributed)",
+    "unattributed": "seen, but no single listener or endpoint can be named (unattributed)",
     "data_loss": "data segments lost on the path (data_loss)",
     "syn_loss": "connection attempts lost (syn_loss)",
     "remote_accept_queue_full": "packets dropped by a full accept queue at the server",
@@ -312,6 +312,19 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
         ),
         Opt("; tcp_fin_timeout={tcp_fin_timeout}"),
         ".",
+        Opt(" {unrecorded_text}"),
+    ),
+    ("time_wait_exhaustion", "counter", "no_endpoint_near_full"): (
+        "No endpoint's TIME_WAIT came near the ports it can use",
+        Opt(" ({ports_in_range} in ip_local_port_range)"),
+        Opt("; the most held: {busiest}"),
+        ".",
+    ),
+    ("time_wait_exhaustion", "cause", "unattributed"): (
+        "Cause: not attributed — this capture did not record the destination of the failed connects "
+        "(data contract 2) and no endpoint held its ports in TIME_WAIT, so no endpoint is named. "
+        "EADDRNOTAVAIL also comes from ports held by open connections, bind() before connect(), or "
+        "ip_local_reserved_ports; capture with the time_wait probe of data contract 3 to see the destination.",
     ),
     ("time_wait_exhaustion", "probe", "probe_not_run"): (
         "Probe: connect() errors and active closes come from the time_wait probe, which ",
@@ -380,6 +393,8 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
         Opt(", {events_per_call} events per call"),
         Opt(", {full_batches} full batches"),
         ".",
+        Opt("{sample_text}"),
+        Opt("{others_text}"),
     ),
     ("event_loop_saturation", "probe", "waits"): (
         "Probe: the loop waits",
@@ -388,8 +403,6 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
             " (it had no busy interval)",
         ),
         ".",
-        Opt("{sample_text}"),
-        Opt("{others_text}"),
     ),
     ("event_loop_saturation", "cause", "loop_saturated"): (
         "Cause: more ready work than the loop's threads can run",
@@ -663,6 +676,13 @@ def _derived(kind: str, link: Link) -> dict[str, Any]:
         ev["sysctl_text"] = ", ".join(
             f"{k}={number(ev[k])}" for k in ("tcp_tw_reuse", "tcp_timestamps") if not is_missing(ev.get(k))
         )
+    if kind == "time_wait_exhaustion" and link.link == "counter" and link.key == "ports_free":
+        n = ev.get("eaddrnotavail_unrecorded_destination")
+        if not is_missing(n) and n > 0:
+            ev["unrecorded_text"] = (
+                f"The namespace's {number(n)} EADDRNOTAVAIL failures have no destination recorded; with its "
+                "ports free they are not this endpoint's."
+            )
     if kind == "time_wait_exhaustion" and link.link == "symptom":
         calls, procs = ev.get("eaddrnotavail_connect_calls"), ev.get("processes")
         if is_missing(calls):
@@ -793,6 +813,8 @@ def _or(v: Any, unknown: str) -> str:
 
 def _where(s: Mapping[str, Any]) -> str:
     raddr, port = _or(s.get("raddr"), "an unknown address"), _or(s.get("service_port"), "an unknown port")
+    if "service_port" in s and "laddr" not in s and is_missing(s.get("raddr")) and is_missing(s.get("service_port")):
+        return "connections whose destination was not recorded"
     if "service_port" in s and "laddr" not in s:
         return f"connections to {raddr}" + (f":{port}" if not is_missing(s.get("service_port")) else f" ({port})")
     if "service_port" in s:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.rules import epoll
+from analysis.rules import epoll, time_wait
 from analysis.run import Run
 from analysis.wording import describe, headline
 from tests.conftest import fixture_run
@@ -38,7 +38,8 @@ def test_one_saturated_thread_among_idle_ones_is_named_with_its_process() -> Non
     siblings get nothing."""
     run = _threaded(Run.open(fixture_run("epoll-busy")), idle_threads=3)
     pid = int(run.table("ep_loop").query("comm == 'httpserver'")["pid"].iloc[0])
-    summed = run.table("ep_loop").query("pid == @pid").groupby("time_s")["wait_ns_sum"].sum() / 1e9
+    ep = run.table("ep_loop")
+    summed = ep[ep["pid"] == pid].groupby("time_s")["wait_ns_sum"].sum() / 1e9
     assert summed.max() > 1.0  # what the old per-process share saw: no saturation
     results = epoll.evaluate(run)
     (f,) = [x for x in results if x.is_finding]
@@ -75,3 +76,69 @@ def test_contract2_runs_stay_per_process() -> None:
     assert f.subject["tid"] == f.subject["pid"]
     assert f.link("probe").evidence["per_thread"] is False
     assert "per process" in describe(f.kind, f.link("probe"))
+
+
+def _with_small_endpoint(run: Run, raddr: str = "198.18.0.9", port: int = 9000, count: int = 2) -> Run:
+    """A second endpoint in the client namespace holding `count` TIME_WAIT sockets at every sample."""
+    tw = run.table("tw_sockets")
+    ns = int(tw["netns"].iloc[0])
+    ss = run.table("sockstat")
+    times = sorted(ss.loc[ss["netns"] == ns, "time_s"].unique())
+    row = tw.iloc[0]
+    extra = pd.DataFrame(
+        [{**row.to_dict(), "time_s": t, "raddr": raddr, "service_port": port, "count": count} for t in times]
+    ).astype(tw.dtypes.to_dict())
+    run._cache["tw_sockets"] = pd.concat([tw, extra], ignore_index=True)
+    return run
+
+
+def _tw(run: Run):
+    return [f for f in time_wait.evaluate(run) if f.kind == time_wait.KIND]
+
+
+def test_an_endpoint_with_two_time_wait_sockets_is_not_suspected_beside_an_exhausted_one() -> None:
+    """Contract 2 (destination not recorded): the namespace's EADDRNOTAVAIL go to the endpoint whose
+    TIME_WAIT holds its ports, not to a neighbour with 2 TIME_WAIT sockets."""
+    for name in ("time-wait-exhaust", "time-wait-exhaust-c3"):
+        results = _tw(_with_small_endpoint(Run.open(fixture_run(name))))
+        (f,) = [x for x in results if x.is_finding]
+        assert (f.subject["raddr"], f.subject["service_port"], f.status) == ("198.18.0.1", 8080, "confirmed"), name
+        (small,) = [x for x in results if x.subject["service_port"] == 9000]
+        assert small.status == "absent", name
+        assert small.link("counter").evidence["time_wait_max"] == 2
+
+
+def test_failures_without_a_destination_and_no_full_endpoint_are_unattributed() -> None:
+    """Contract 2, and no endpoint near its ports (here: the exhausted endpoint's ss rows taken
+    away): one namespace finding that names no endpoint, worded as such."""
+    run = _with_small_endpoint(Run.open(fixture_run("time-wait-exhaust")))
+    tw = run.table("tw_sockets")
+    run._cache["tw_sockets"] = tw[tw["service_port"] == 9000]
+    results = _tw(run)
+    found = [x for x in results if x.is_finding]
+    assert len(found) == 1 and found[0].cause_class == "unattributed"
+    assert found[0].subject["raddr"] is None and found[0].subject["service_port"] is None
+    assert found[0].link("symptom").evidence["eaddrnotavail_connect_calls"] > 0
+    assert "destination was not recorded" in headline(found[0])
+    small = [x for x in results if x.subject["service_port"] == 9000]
+    assert small[0].status == "absent"
+    assert "not this endpoint's" in describe(small[0].kind, small[0].link("counter"))
+
+
+def test_contract3_failures_count_only_for_their_destination() -> None:
+    """Contract 3 records each failure's destination: failures toward another endpoint are that
+    endpoint's, and the exhausted one keeps only its own."""
+    run = Run.open(fixture_run("time-wait-exhaust-c3"))
+    conn = run.table("tw_connect")
+    mine = conn[conn["errno"] == time_wait.EADDRNOTAVAIL]
+    other = mine.copy()
+    other["raddr"], other["rport"] = "198.18.0.7", 7000
+    other["failures"] = 3
+    run._cache["tw_connect"] = pd.concat([conn, other], ignore_index=True).astype(conn.dtypes.to_dict())
+    results = _tw(run)
+    by = {(x.subject["raddr"], x.subject["service_port"]): x for x in results}
+    assert by[("198.18.0.1", 8080)].link("symptom").evidence["eaddrnotavail_connect_calls"] == int(
+        mine["failures"].sum()
+    )
+    f7 = by[("198.18.0.7", 7000)]
+    assert f7.status == "suspected" and f7.link("symptom").evidence["eaddrnotavail_connect_calls"] == 3 * len(other)

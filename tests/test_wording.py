@@ -81,6 +81,9 @@ def _cut_down_runs() -> list[tuple[str, Run]]:
     run._cache["connects"] = run.table("connects").iloc[0:0]
     run._cache["rt_endpoint"] = run.table("rt_endpoint").iloc[0:0]
     out.append(("accept-overflow-sizing without the lab and the retransmits probe", run))
+    run = Run.open(FIXTURES / "time-wait-exhaust")  # contract 2: failures with no destination recorded
+    run._cache["tw_sockets"] = run.table("tw_sockets").iloc[0:0]
+    out.append(("time-wait-exhaust without tw_sockets", run))
     return out
 
 

@@ -30,13 +30,18 @@ def ports_in_range(run: RunLike, netns: int) -> int | None:
     return rng[1] - rng[0] + 1 if rng else None
 
 
-def endpoints(run: RunLike) -> list[tuple[int, str, int]]:
-    """Client endpoints (netns, raddr, service_port) seen by ss or by the probe."""
+def endpoints(run: RunLike, failed: bool = False) -> list[tuple[int, str, int]]:
+    """Client endpoints (netns, raddr, service_port) seen by ss or by the probe; with failed, also the
+    destinations of connects that failed with EADDRNOTAVAIL (contract 3 records them)."""
     keys: set[tuple[int, str, int]] = set()
     for name in ("tw_sockets", "tw_close"):
         t = run.table(name)
         t = t[t["service_local"] == 0]
         keys |= {(int(a), str(b), int(c)) for a, b, c in t[["netns", "raddr", "service_port"]].itertuples(index=False)}
+    if failed:
+        conn = run.table("tw_connect")
+        conn = conn[(conn["errno"] == EADDRNOTAVAIL) & (conn["family"] != 0)]
+        keys |= {(int(a), str(b), int(c)) for a, b, c in conn[["netns", "raddr", "rport"]].itertuples(index=False)}
     return sorted(keys)
 
 
@@ -97,12 +102,23 @@ def observed_time_wait_length(run: RunLike, netns: int, raddr: str, port: int) -
     return round(float((age[early] + oldest[early].astype(float)).median()), 1)
 
 
-def eaddrnotavail_failures(run: RunLike, netns: int, raddr: str | None = None, port: int | None = None) -> pd.DataFrame:
+def eaddrnotavail_failures(
+    run: RunLike, netns: int, raddr: str | None = None, port: int | None = None, unrecorded: bool = True
+) -> pd.DataFrame:
     """tw_connect rows of connects that failed with EADDRNOTAVAIL in a namespace, toward one
     destination when raddr and port are given. Runs of contract 2 did not record the destination
-    (family 0): their failures count for every destination of the namespace."""
+    (family 0): with unrecorded (the default) those count for every destination of the namespace;
+    without it only failures recorded toward this destination do."""
     conn = run.table("tw_connect")
     rows = conn[(conn["netns"] == netns) & (conn["errno"] == EADDRNOTAVAIL)]
     if raddr is not None and port is not None:
-        rows = rows[(rows["family"] == 0) | ((rows["raddr"] == raddr) & (rows["rport"] == port))]
+        mine = (rows["raddr"] == raddr) & (rows["rport"] == port) & (rows["family"] != 0)
+        rows = rows[mine | (rows["family"] == 0)] if unrecorded else rows[mine]
     return rows
+
+
+def eaddrnotavail_unrecorded(run: RunLike, netns: int) -> int:
+    """EADDRNOTAVAIL failures of a namespace whose destination was not recorded (family 0: contract 2)."""
+    conn = run.table("tw_connect")
+    sel = (conn["netns"] == netns) & (conn["errno"] == EADDRNOTAVAIL) & (conn["family"] == 0)
+    return int(conn.loc[sel, "failures"].sum())

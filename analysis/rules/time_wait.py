@@ -22,6 +22,7 @@ from ..derived.time_wait import (
     LIFE_COLS,
     client_closes,
     eaddrnotavail_failures,
+    eaddrnotavail_unrecorded,
     endpoints,
     littles_law,
     observed_time_wait_length,
@@ -36,18 +37,58 @@ INPUTS = ("tw_close", "tw_connect", "tw_sockets", "sockstat", "sysctls", "connec
 NEAR_FULL = 0.9
 
 
+def _unattributed(run: RunView, netns: int, n: int, seen: list[dict[str, Any]]) -> Finding:
+    """EADDRNOTAVAIL with no destination recorded (contract 2) in a namespace where no endpoint's
+    TIME_WAIT came near its ports: said once for the namespace, never pinned on an endpoint."""
+    failed = eaddrnotavail_failures(run, netns)
+    pids = failed[failed["pid"] > 0].groupby(["pid", "comm"])["failures"].sum().sort_values(ascending=False)
+    rng = port_range(run, netns)
+    top = sorted(seen, key=lambda e: -e["time_wait_max"])[:3]
+    return Finding(
+        KIND,
+        "suspected",
+        {"netns": netns, "netns_label": run.netns_label(netns), "raddr": None, "service_port": None},
+        window={"start_s": run.start, "end_s": run.end, "start_rel_s": 0.0, "end_rel_s": round(run.end - run.start, 1)},
+        cause_class="unattributed",
+        chain=[
+            Link(
+                "symptom",
+                "eaddrnotavail",
+                {"eaddrnotavail_connect_calls": n, "processes": ", ".join(f"{c} (pid {p})" for p, c in pids.index[:3])},
+            ),
+            Link(
+                "counter",
+                "no_endpoint_near_full",
+                {
+                    "ports_in_range": rng[1] - rng[0] + 1 if rng else None,
+                    "endpoints": len(seen),
+                    "busiest": [f"{e['raddr']}:{e['service_port']} ({e['time_wait_max']})" for e in top],
+                },
+            ),
+            Link("cause", "unattributed", {"eaddrnotavail_unrecorded_destination": n}),
+        ],
+    )
+
+
 def _evaluate(run: RunView) -> list[Finding]:
     out: list[Finding] = []
     lab = run.lab or {}
-    for netns, raddr, port in endpoints(run):
+    seen: dict[int, list[dict[str, Any]]] = {}
+    for netns, raddr, port in endpoints(run, failed=True):
         rng = port_range(run, netns)
         ports = rng[1] - rng[0] + 1 if rng else None
         ll = littles_law(run, netns, raddr, port)
         tw_max = int(ll["measured"].max()) if not ll.empty else 0
-        failed = eaddrnotavail_failures(run, netns, raddr, port)
+        near_full = ports is not None and tw_max >= NEAR_FULL * ports
+        seen.setdefault(netns, []).append(
+            {"raddr": raddr, "service_port": port, "time_wait_max": tw_max, "near_full": near_full}
+        )
+        # This endpoint's own failures; those with no destination recorded (contract 2) only when its
+        # own TIME_WAIT holds its ports: never because another endpoint of the namespace failed.
+        unrecorded = eaddrnotavail_unrecorded(run, netns)
+        failed = eaddrnotavail_failures(run, netns, raddr, port, unrecorded=near_full)
         eaddr_calls = int(failed["failures"].sum())
         subject = {"netns": netns, "netns_label": run.netns_label(netns), "raddr": raddr, "service_port": port}
-        near_full = ports is not None and tw_max >= NEAR_FULL * ports
         counter_ev = {
             "time_wait_length_observed_s": observed_time_wait_length(run, netns, raddr, port),
             "tcp_fin_timeout": run.sysctl(netns, "net.ipv4.tcp_fin_timeout"),
@@ -55,6 +96,8 @@ def _evaluate(run: RunView) -> list[Finding]:
             "ports_in_range": ports,
             "port_range": f"{rng[0]}-{rng[1]}" if rng else None,
             "time_wait_share_of_ports_pct": round(100 * tw_max / ports, 1) if ports else None,
+            "eaddrnotavail_unrecorded_destination": unrecorded,
+            "eaddrnotavail_here": eaddr_calls,
         }
         probe = run.probe_status("time_wait")
         traced = probe == "ok"
@@ -79,8 +122,8 @@ def _evaluate(run: RunView) -> list[Finding]:
         active, passive = int(mine["active_closes"].sum()), int(mine["passive_closes"].sum())
         lives = mine[LIFE_COLS].sum()
         n_life = int(lives.sum())
-        at = ll["measured"].idxmax()
-        predicted_at_peak = float(ll.loc[at, "predicted"])
+        at = ll["measured"].idxmax() if not ll.empty else run.end
+        predicted_at_peak = float(ll.loc[at, "predicted"]) if not ll.empty else 0.0
         active_rows = mine[mine["active_closes"] > 0]
         span = max(1.0, float(active_rows["time_s"].max() - active_rows["time_s"].min() + 1)) if len(active_rows) else 1
         probe_ev = {
@@ -155,6 +198,10 @@ def _evaluate(run: RunView) -> list[Finding]:
                 ],
             )
         )
+    for netns in sorted({int(x) for x in run.table("tw_connect")["netns"]}):
+        n = eaddrnotavail_unrecorded(run, netns)
+        if n and not any(e["near_full"] for e in seen.get(netns, [])):
+            out.append(_unattributed(run, netns, n, seen.get(netns, [])))
     return out
 
 
