@@ -152,6 +152,18 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
     ("accept_queue_overflow", "probe", "never_full"): (
         "Probe: max depth {depth_max} against limit {limit} over {intervals_active} active intervals; never full.",
     ),
+    ("accept_queue_overflow", "probe", "full_no_drops"): (
+        "Probe: the queue reached its limit + 1 (depth > limit {limit}) in {intervals_full} of {intervals_active} "
+        "active intervals",
+        Opt(", {full_events} times at enqueue"),
+        Opt("; max depth {depth_max}"),
+        ".",
+    ),
+    ("accept_queue_overflow", "counter", "no_overflows_then"): (
+        "Kernel counter: ListenOverflows",
+        Opt(" in {netns_label}"),
+        " did not rise in those intervals: no connection met the full queue, none was dropped.",
+    ),
     ("accept_queue_overflow", "probe", "no_full_listener_seen"): ("Probe: {probe_status_text}.",),
     ("accept_queue_overflow", "cause", "sizing"): (
         "Cause: ",

@@ -70,6 +70,23 @@ def test_probe_without_counter_is_only_suspected() -> None:
     assert f.status == "suspected"
 
 
+def test_full_while_the_counter_stood_still_is_not_implicated() -> None:
+    """depth > limit in intervals where the namespace's ListenOverflows (captured) did not rise: no
+    connection was dropped, so the listener is ruled out, and the sentences say why."""
+    from analysis.wording import describe
+
+    run = Run.open(fixture_run("accept-overflow-sizing"))
+    netns, _ = _lab_listener(run)
+    c = run.table("counters").copy()
+    sel = (c["netns"] == netns) & (c["counter"] == "ListenOverflows") & c["delta"].notna()
+    c.loc[sel, "delta"] = 0
+    run._cache["counters"] = c
+    (f,) = accept_queue.evaluate(run)
+    assert f.status == "absent" and [link.key for link in f.chain] == ["full_no_drops", "no_overflows_then"]
+    assert "none was dropped" in describe(f.kind, f.link("counter"))
+    assert "depth > limit 16" in describe(f.kind, f.link("probe"))
+
+
 def test_counter_without_probe_is_a_netns_level_suspicion() -> None:
     run = Run.open(fixture_run("accept-overflow-sizing"))
     rows = run.table("aq_listener")

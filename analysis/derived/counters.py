@@ -62,3 +62,10 @@ def window_deltas(run: RunLike, netns: int, t0: float, t1: float) -> tuple[dict[
     used = c[c["time_s"].isin(inside[1:])]
     deltas = used.groupby("counter")["delta"].sum().to_dict()
     return {k: float(v) for k, v in deltas.items()}, float(inside[-1] - inside[0])
+
+
+def recorded(run: RunLike, netns: int, counter: str) -> bool:
+    """Whether one counter was captured in a namespace (the first sample lists every counter the
+    kernel has; a counter missing there was not captured, which is not the same as 0)."""
+    c = run.table("counters")
+    return bool(((c["netns"] == netns) & (c["counter"] == counter)).any())

@@ -36,7 +36,7 @@ from ..derived.accept_queue import (
     somaxconn,
     ss_full_listeners,
 )
-from ..derived.counters import sampled, total_delta
+from ..derived.counters import recorded, sampled, total_delta
 from ..findings import Finding, Link
 from ..kernel import SYN_RETRY_US, accept_queue_room
 from .base import Rule, RunView
@@ -134,6 +134,7 @@ class _Namespace:
     full_times: dict[tuple[int, str, int], list[float]]  # implicated listener -> its full intervals
     full_events: dict[tuple[int, str, int], int]
     busy: bool  # more than one listener queued connections in the capture
+    counted: bool  # ListenOverflows was captured in this namespace (sampled, and the counter listed)
 
 
 def _share_evidence(ns: _Namespace, key: tuple[int, str, int], interval: int) -> dict[str, Any]:
@@ -223,7 +224,21 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
     probe_ev["last_full_rel_s"] = window["end_rel_s"]
 
     # Confirmed: the probe saw this queue full and the namespace's counter rose in those intervals.
-    status = "confirmed" if (counter_ev.get("listen_overflows_matched") or 0) > 0 else "suspected"
+    # Full while the captured counter did not rise then: no connection was dropped; not implicated.
+    # Suspected only when the counter could not say (not captured).
+    matched = counter_ev.get("listen_overflows_matched") or 0
+    if ns.counted and not matched:
+        return Finding(
+            KIND,
+            "absent",
+            subject,
+            window=window,
+            chain=[
+                Link("probe", "full_no_drops", probe_ev),
+                Link("counter", "no_overflows_then", counter_ev),
+            ],
+        )
+    status = "confirmed" if matched > 0 else "suspected"
     cause_class, class_ev = _classify(rows)
 
     # Requested vs effective backlog, and which knob binds.
@@ -383,6 +398,7 @@ def _evaluate(run: RunView) -> list[Finding]:
             full_times={k: f["time_s"].astype(float).tolist() for k, f in full.items() if not f.empty},
             full_events={k: int(mine[k]["full_events"].sum()) for k, f in full.items() if not f.empty},
             busy=sum(int(g["enqueues"].sum()) > 0 for g in mine.values()) > 1,
+            counted=is_sampled and recorded(run, inode, "ListenOverflows"),
         )
         for key, grp in mine.items():
             out.append(_evaluate_listener(run, key, grp, ns))
