@@ -131,7 +131,7 @@ class _Namespace:
     netns: int
     sampled: bool
     overflows: pd.Series  # ListenOverflows delta per counter sample, where it rose
-    full_times: dict[tuple[int, str, int], list[float]]  # implicated listener -> its full intervals
+    full_times: dict[tuple[int, str, int], list[float]]  # implicated listeners -> their full intervals
     full_events: dict[tuple[int, str, int], int]
     busy: bool  # more than one listener queued connections in the capture
     counted: bool  # ListenOverflows was captured in this namespace (sampled, and the counter listed)
@@ -218,7 +218,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         "listen_drops": total_delta(run, netns, "ListenDrops") if is_sampled else None,
         "reqq_full_drop": total_delta(run, netns, "TCPReqQFullDrop") if is_sampled else None,
         "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if is_sampled else None,
-        **(_share_evidence(ns, key, interval) if is_sampled else {}),
+        **(_share_evidence(ns, key, interval) if is_sampled and key in ns.full_times else {}),
     }
     probe_ev["first_full_rel_s"] = window["start_rel_s"] + interval
     probe_ev["last_full_rel_s"] = window["end_rel_s"]
@@ -226,8 +226,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
     # Confirmed: the probe saw this queue full and the namespace's counter rose in those intervals.
     # Full while the captured counter did not rise then: no connection was dropped; not implicated.
     # Suspected only when the counter could not say (not captured).
-    matched = counter_ev.get("listen_overflows_matched") or 0
-    if ns.counted and not matched:
+    if key not in ns.full_times:
         return Finding(
             KIND,
             "absent",
@@ -238,7 +237,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
                 Link("counter", "no_overflows_then", counter_ev),
             ],
         )
-    status = "confirmed" if matched > 0 else "suspected"
+    status = "confirmed" if (counter_ev.get("listen_overflows_matched") or 0) > 0 else "suspected"
     cause_class, class_ev = _classify(rows)
 
     # Requested vs effective backlog, and which knob binds.
@@ -391,14 +390,24 @@ def _evaluate(run: RunView) -> list[Finding]:
         mine = {k: g for k, g in groups.items() if k[0] == inode}
         full = {k: full_intervals(g) for k, g in mine.items()}
         is_sampled = sampled(run, inode)
+        counted = is_sampled and recorded(run, inode, "ListenOverflows")
+        overflows = overflow_samples(run, inode) if is_sampled else pd.Series(dtype="int64")
+        interval = int(run.metadata.get("interval_s", 1))
+        # Implicated: seen full in the intervals where the counter rose (or seen full at all when the
+        # counter was not captured: then only suspected).
+        implicated = {
+            k: f["time_s"].astype(float).tolist()
+            for k, f in full.items()
+            if not f.empty and (not counted or bool(samples_near(overflows, f["time_s"], interval).any()))
+        }
         ns = _Namespace(
             netns=inode,
             sampled=is_sampled,
-            overflows=overflow_samples(run, inode) if is_sampled else pd.Series(dtype="int64"),
-            full_times={k: f["time_s"].astype(float).tolist() for k, f in full.items() if not f.empty},
-            full_events={k: int(mine[k]["full_events"].sum()) for k, f in full.items() if not f.empty},
+            overflows=overflows,
+            full_times=implicated,
+            full_events={k: int(mine[k]["full_events"].sum()) for k in implicated},
             busy=sum(int(g["enqueues"].sum()) > 0 for g in mine.values()) > 1,
-            counted=is_sampled and recorded(run, inode, "ListenOverflows"),
+            counted=counted,
         )
         for key, grp in mine.items():
             out.append(_evaluate_listener(run, key, grp, ns))
