@@ -27,6 +27,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from .schemas import (
+    ABSENT_IN_CONTRACT,
     GAUGE_COUNTERS,
     JSON_DOCS,
     LEGACY_TABLES,
@@ -672,8 +673,9 @@ class Run:
                 status = probes.get(family, {}).get("status") if family else None
                 # Empty when the file is optional, its probe was not asked for or did not run
                 # to the end, or the run itself stopped early.
-                if t.optional or (family is not None and status != "ok"):
-                    if family is not None and family in probes and status != "ok":
+                absent = name in ABSENT_IN_CONTRACT.get(self.metadata.get("data_contract"), ())
+                if absent or t.optional or (family is not None and status != "ok"):
+                    if not absent and family is not None and family in probes and status != "ok":
                         self.missing[name] = f"probe {family} {status}"
                 elif not self.complete:
                     self.missing[name] = f"run incomplete ({self.metadata.get('stop_reason')})"

@@ -241,6 +241,30 @@ TABLES: dict[str, Table] = {
             key=("time_s", "netns"),
         ),
         Table(
+            "rt_flow",
+            "rt_flow.csv",
+            "probes/retransmits.bt",
+            1,
+            "Per interval, per flow (both ports) that re-sent data: the flow's own retransmit rate is "
+            "data_segs / data_segs_out. Absent in runs of contract 2.",
+            (
+                _PROBE_TIME,
+                _NETNS,
+                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                Col("laddr", STR, "local address"),
+                Col("lport", INT, "local port", PORT),
+                Col("raddr", STR, "remote address"),
+                Col("rport", INT, "remote port", PORT),
+                _count("data_segs", "data segments re-sent (tcp_skb_pcount, as TcpRetransSegs counts)"),
+                _count(
+                    "data_segs_out",
+                    "data segments the flow sent (tcp_sock data_segs_out, re-sent ones included) since its "
+                    "previous row, read at its retransmits; the first row has all it sent before",
+                ),
+            ),
+            key=("time_s", "netns", "family", "laddr", "lport", "raddr", "rport"),
+        ),
+        Table(
             "tw_close",
             "tw_close.csv",
             "probes/time_wait.bt",
@@ -275,7 +299,7 @@ TABLES: dict[str, Table] = {
                 Col(
                     "pid", INT, "process that called connect() for a local failure (EADDRNOTAVAIL); 0 otherwise", NONNEG
                 ),
-                Col("comm", STR, "its name (empty when pid is 0): " + COMM_TEXT),
+                Col("comm", STR, "its name (empty when pid is 0): " + COMM_TEXT, nullable=True),
                 Col(
                     "family", INT, "address family: 2 = IPv4, 10 = IPv6 (0: not recorded)", (pa.Check.isin([0, 2, 10]),)
                 ),
@@ -501,6 +525,9 @@ def _tw_connect_from_v1(df: pd.DataFrame) -> pd.DataFrame:
     return TABLES["tw_connect"].schema().coerce_dtype(df[TABLES["tw_connect"].column_names])
 
 
+# Tables a contract did not have: read as empty from runs of that contract.
+ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {2: frozenset({"rt_flow"})}
+
 LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     2: {
         "aq_listener": Legacy(
@@ -670,9 +697,11 @@ def schema_doc() -> str:
             out += [f"| `{k}` | {SYSCTL_FORMAT_TEXT[v]} |" for k, v in SYSCTL_FORMATS.items()]
             out.append("")
     for contract, tables in LEGACY_TABLES.items():
+        absent = ", ".join(f"`{TABLES[n].file}`" for n in sorted(ABSENT_IN_CONTRACT.get(contract, ())))
         out += [
             f"## Runs of contract {contract}",
             "",
+            *([f"Not written then, read as empty: {absent}.", ""] if absent else []),
             "Still read. These tables were laid out differently then; each is checked against its old "
             "definition, then given today's columns as its description above says: "
             + ", ".join(

@@ -239,11 +239,17 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
         ", {syn_segs} SYN and {synack_segs} SYN-ACK retransmits",
         Opt(" over {intervals} intervals"),
         Opt("; peak {peak_segs_per_s}/s"),
+        Opt(
+            ". Its {flows_retransmitting} retransmitting flow(s) sent {flow_data_segs_out} data segments "
+            "and re-sent {flow_rate_pct} % of them"
+        ),
+        Opt("; worst flow (ports {worst_flow}): {worst_flow_rate_pct} %"),
         ".",
     ),
     ("retransmit_storm", "probe", "below_threshold"): (
         "Probe: {data_segs} data, {syn_segs} SYN and {synack_segs} SYN-ACK retransmits, ",
-        Opt("{rate_pct} % of segments sent", "share of segments sent not measured (OutSegs not sampled)"),
+        Opt("{flow_rate_pct} % of the {flow_data_segs_out} data segments its own flows sent"),
+        Opt("{rate_pct} % of segments sent in the namespace"),
         ": below a storm.",
     ),
     ("retransmit_storm", "cause", "data_loss"): (

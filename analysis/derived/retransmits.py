@@ -48,3 +48,36 @@ def reconcile(run: RunLike, netns: int) -> dict[str, Any]:
         "syn_diff_pct": _diff_pct(probe_syn, kern_syn),
         "failed_attempts": int(rt["failed_events"].sum()),
     }
+
+
+def endpoint_flows(run: RunLike, netns: int, laddr: str, raddr: str, port: int, local: int) -> pd.DataFrame | None:
+    """rt_flow rows of the flows behind one rt_endpoint key (the service port is the lower of the
+    two ports, as the probe folds them), or None when the run has no per-flow data (contract 2)."""
+    fl = run.table("rt_flow")  # empty in runs of contract 2
+    if int(run.metadata.get("data_contract", 0)) < 3:
+        return None
+    fl = fl[(fl["netns"] == netns) & (fl["laddr"] == laddr) & (fl["raddr"] == raddr)]
+    lp, rp = fl["lport"].astype("int64"), fl["rport"].astype("int64")
+    svc_local = lp <= rp
+    svc = lp.where(svc_local, rp)
+    return fl[(svc == port) & (svc_local.astype(int) == local)]
+
+
+def flow_rates(flows: pd.DataFrame) -> dict[str, Any]:
+    """Retransmit rate of an endpoint's flows against their own data segments, and the worst flow."""
+    sent = int(flows["data_segs_out"].sum())
+    resent = int(flows["data_segs"].sum())
+    per = flows.groupby(["lport", "rport"])[["data_segs", "data_segs_out"]].sum()
+    per = per[per["data_segs_out"] > 0]
+    worst: dict[str, Any] = {}
+    if not per.empty:
+        rate = per["data_segs"] / per["data_segs_out"]
+        (lport, rport) = rate.idxmax()
+        worst = {"worst_flow": f"{lport} -> {rport}", "worst_flow_rate_pct": round(100 * float(rate.max()), 2)}
+    return {
+        "flows_retransmitting": len(per),
+        "flow_data_segs_out": sent,
+        "flow_data_segs": resent,
+        "flow_rate_pct": round(100 * resent / sent, 3) if sent else None,
+        **worst,
+    }

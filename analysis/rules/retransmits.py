@@ -3,7 +3,9 @@
 Chain: symptom (lab client: throughput and failures; else the retransmit rate)
  -> counter (TcpRetransSegs / TCPSynRetrans deltas in the namespace, reconciled
     with the probe's segment count)
- -> probe (retransmitted segments per endpoint, SYN apart from data)
+ -> probe (retransmitted segments per endpoint, SYN apart from data; data
+    retransmits against the endpoint's own flows' data segments, never against
+    the whole namespace's: a lossy flow beside a heavy clean one is not diluted)
  -> cause (data loss on the path, or SYNs lost; the loss a lab injected)
  -> fix -> verification.
 """
@@ -14,17 +16,18 @@ from typing import Any
 
 from ..derived import connects
 from ..derived.counters import total_delta
-from ..derived.retransmits import reconcile
+from ..derived.retransmits import endpoint_flows, flow_rates, reconcile
 from ..findings import Finding, Link
 from .base import Rule, RunView
 
 KIND = "retransmit_storm"
 # aq_listener: retransmits toward (or from) a listener whose accept queue was
 # full are that overflow, not the path.
-INPUTS = ("rt_endpoint", "aq_listener", "counters", "connects")
+INPUTS = ("rt_endpoint", "rt_flow", "aq_listener", "counters", "connects")
 
-# A storm: at least this share of the namespace's sent segments retransmitted
-# toward the endpoint (healthy LAN/loopback paths sit far below 0.1 %)...
+# A storm: at least this share of the data segments the endpoint's own flows sent
+# re-sent (runs of contract 2, without per-flow data: of the namespace's sent
+# segments); healthy LAN/loopback paths sit far below 0.1 %...
 RATE_THRESHOLD = 0.005
 # ...or this share of new connections needing a SYN retransmit...
 SYN_THRESHOLD = 0.05
@@ -59,7 +62,13 @@ def _evaluate(run: RunView) -> list[Finding]:
         opens = total_delta(run, netns, "ActiveOpens", t0, t1 + interval + 0.5) + total_delta(
             run, netns, "PassiveOpens", t0, t1 + interval + 0.5
         )
-        rate = (data + syn) / sent if sent else None
+        flows = endpoint_flows(run, netns, laddr, raddr, port, local)
+        per_flow = flow_rates(flows) if flows is not None else {}
+        if per_flow.get("flow_data_segs_out"):
+            # The endpoint's own data segments: a busy neighbour cannot dilute it.
+            rate = per_flow["flow_data_segs"] / per_flow["flow_data_segs_out"]
+        else:
+            rate = (data + syn) / sent if sent else None
         syn_share = syn / opens if opens else None
         subject = {
             "netns": netns,
@@ -78,6 +87,7 @@ def _evaluate(run: RunView) -> list[Finding]:
             "peak_segs_per_s": round(
                 float((rows["data_segs"] + rows["syn_segs"] + rows["synack_segs"]).max()) / interval, 1
             ),
+            **per_flow,
         }
         storm = (data + syn) >= MIN_SEGMENTS and (
             (rate is not None and rate >= RATE_THRESHOLD) or (syn_share is not None and syn_share >= SYN_THRESHOLD)
@@ -92,7 +102,13 @@ def _evaluate(run: RunView) -> list[Finding]:
                         Link(
                             "probe",
                             "below_threshold",
-                            {**probe_ev, "rate_pct": round(100 * rate, 3) if rate is not None else None},
+                            {
+                                **probe_ev,
+                                # The namespace's share only when the flows' own is not known.
+                                "rate_pct": round(100 * rate, 3)
+                                if rate is not None and per_flow.get("flow_rate_pct") is None
+                                else None,
+                            },
                         )
                     ],
                 )

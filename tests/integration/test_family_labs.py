@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.derived.retransmits import endpoint_rows
 from analysis.rules import retransmits, time_wait
 from analysis.rules.epoll import epoll_sweep, per_process
 from analysis.run import Run
@@ -56,6 +57,17 @@ def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, varian
     (f,) = findings(run, "retransmit_storm")
     assert f["status"] == "confirmed"
     assert f["cause_class"] == ("syn_loss" if variant == "synloss" else "data_loss")
+    if variant != "synloss":
+        flows = run.table("rt_flow")
+        flows = flows[flows["netns"] == client]
+        ep = endpoint_rows(run, client)
+        # Every data retransmit is counted per flow as well...
+        assert int(flows["data_segs"].sum()) == int(ep["data_segs"].sum())
+        # ...and the flow's rate against its own data segments is the loss the lab put on
+        # its packets (not diluted by whatever else the namespace sends).
+        rate = int(flows["data_segs"].sum()) / int(flows["data_segs_out"].sum())
+        loss = {"loss1": 0.01, "loss5": 0.05}[variant]
+        assert 0.5 * loss <= rate <= 2.5 * loss, (rate, loss)
 
 
 def test_no_loss_no_finding(kernel, tmp_path: Path) -> None:
