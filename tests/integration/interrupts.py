@@ -123,9 +123,13 @@ def run_trial(
     timeout: float = 120,
     env: dict | None = None,
     again: float | None = None,
+    after: Path | None = None,
 ) -> Trial:
     """Start command in its own process group, signal the group after delay s
-    (and once more `again` s later: a user pressing Ctrl-C twice)."""
+    (and once more `again` s later: a user pressing Ctrl-C twice). With `after`,
+    the delay counts from the moment that file exists (e.g. <run>/.capture-ready:
+    the recording has begun), so the signal lands in the same phase however
+    fast the start-up was."""
     t = Trial(command, sig, delay)
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -136,6 +140,9 @@ def run_trial(
         preexec_fn=_preexec,
         env={**os.environ, **(env or {})},
     )
+    if after is not None:
+        while not after.exists() and proc.poll() is None and time.monotonic() - t0 < timeout:
+            time.sleep(0.05)
     try:
         proc.wait(timeout=delay)
     except subprocess.TimeoutExpired:

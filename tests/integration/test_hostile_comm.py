@@ -32,10 +32,20 @@ WORKLOAD = textwrap.dedent(
         for fd, _ in ep.poll(0.05):
             s, _ = srv.accept(); s.close()
         c.close()
-        try:  # a refused connect: time_wait.bt counts connect() errors by comm
-            socket.create_connection(("127.0.0.1", 1), timeout=0.2)
+        # EADDRNOTAVAIL: time_wait.bt names the process whose connect() found its
+        # 4-tuple taken (b bound to a's port, toward the same server).
+        a = socket.socket(); b = socket.socket()
+        try:
+            for s in (a, b):
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            a.bind(("127.0.0.1", 0)); a.connect(("127.0.0.1", port))
+            b.bind(("127.0.0.1", a.getsockname()[1])); b.connect(("127.0.0.1", port))
         except OSError:
             pass
+        finally:
+            a.close(); b.close()
+        for fd, _ in ep.poll(0.05):
+            s, _ = srv.accept(); s.close()
         time.sleep(0.05)
     """
 )

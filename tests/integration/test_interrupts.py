@@ -31,19 +31,21 @@ def validate(run: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(
-    ("what", "sig", "delay", "again"),
+    ("what", "sig", "delay", "again", "after_ready"),
     [
-        ("lab", signal.SIGINT, 1.0, None),  # start-up: setup, namespaces, capture starting
-        ("lab", signal.SIGINT, 13.0, 0.4),  # load running; a second Ctrl-C lands in the cleanup
-        ("lab", signal.SIGTERM, 9.0, None),
-        ("capture", signal.SIGINT, 2.0, None),  # doctor / probes compiling
-        ("capture", signal.SIGINT, 15.0, 0.3),  # recording; second Ctrl-C while finishing
+        # after_ready: the delay counts from <run>/.capture-ready, not from the launch
+        # (start-up is ~2 s now: fixed delays from launch drifted out of their phase).
+        ("lab", signal.SIGINT, 1.0, None, False),  # start-up: setup, namespaces, capture starting
+        ("lab", signal.SIGINT, 3.0, 0.4, True),  # load running; a second Ctrl-C lands in the cleanup
+        ("lab", signal.SIGTERM, 1.0, None, True),  # just after the recording began
+        ("capture", signal.SIGINT, 0.8, None, False),  # doctor / probes compiling
+        ("capture", signal.SIGINT, 10.0, 0.3, True),  # recording; second Ctrl-C while finishing
     ],
 )
-def test_signal_to_process_group_leaves_nothing(kernel, tmp_path, what, sig, delay, again):
+def test_signal_to_process_group_leaves_nothing(kernel, tmp_path, what, sig, delay, again, after_ready):
     out = tmp_path / "run"
     cmd = lab(out) if what == "lab" else capture(out)
-    t = run_trial(cmd, sig, delay, again=again)
+    t = run_trial(cmd, sig, delay, again=again, after=out / ".capture-ready" if after_ready else None)
     assert not t.left, f"{what} {sig.name} at {delay}s left: {t.left}\n{t.output[-2000:]}"
     assert "Traceback" not in t.output, t.output[-2000:]
     assert t.seconds < 60, f"stopping took {t.seconds:.0f}s"
@@ -56,12 +58,13 @@ def test_signal_to_process_group_leaves_nothing(kernel, tmp_path, what, sig, del
         assert v.returncode == 0, v.stderr
     else:
         # Only a lab stopped before its capture began may have no run yet.
-        assert what == "lab" and delay < 5, f"no metadata.json in {out}:\n{t.output[-2000:]}"
+        assert what == "lab" and not after_ready, f"no metadata.json in {out}:\n{t.output[-2000:]}"
 
 
 def test_sigkill_then_next_driver_reaps(kernel, tmp_path):
     out = tmp_path / "run"
-    t = run_trial(lab(out), signal.SIGKILL, 14.0)
+    # 3 s into the recording: the load is running.
+    t = run_trial(lab(out), signal.SIGKILL, 3.0, after=out / ".capture-ready")
     # The kill must have landed mid-run, or this test proves nothing.
     assert t.left.netns, f"nothing to reap: SIGKILL landed outside the run?\n{t.output[-1500:]}"
     meta = json.loads((out / "metadata.json").read_text())
