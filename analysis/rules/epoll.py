@@ -44,9 +44,12 @@ def _wrk_latency(run: RunView) -> dict[str, Any]:
 
 def _held_by(ls: pd.DataFrame, pid: int, process: str, loop_pids: set[int]) -> pd.DataFrame:
     """listeners.csv rows of a process: held by its pid, or under its name by a pid with no loop."""
-    own = ls["pid"] == pid
-    by_name = (ls["comm"] == process) & ~ls["pid"].isin(loop_pids - {pid})
-    return ls[own | by_name]
+    # pid and comm are empty for a listener ss could not name a process for: it is no one's.
+    own = (ls["pid"] == pid).fillna(False).astype(bool)
+    by_name = (ls["comm"] == process).fillna(False).astype(bool) & ~ls["pid"].isin(loop_pids - {pid}).fillna(
+        False
+    ).astype(bool)
+    return ls[own.to_numpy() | by_name.to_numpy()]
 
 
 def _longest_run(flags: list[bool]) -> int:
