@@ -41,6 +41,7 @@ type config struct {
 	source         string
 	reqsPerConn    int
 	reqInterval    time.Duration
+	waitEOF        bool
 }
 
 // Result labels written to the CSV; the analysis matches on these strings.
@@ -94,6 +95,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.source, "source", "", "local `IP` to bind before connecting (optional)")
 	flag.IntVar(&cfg.reqsPerConn, "reqs-per-conn", 1, "request lines sent one after another on each connection, each waiting for its reply (keep-alive style)")
 	flag.DurationVar(&cfg.reqInterval, "req-interval", 0, "pause between consecutive requests on one connection")
+	flag.BoolVar(&cfg.waitEOF, "wait-eof", false, "after the last reply, read until the server closes before closing (an HTTP/1.0 client reading to EOF): the server is then always the first to close and keeps the TIME_WAIT; without it the two closes race and some TIME_WAIT lands on the client")
 	labutil.SetUsage("Usage: connload -target ADDR -out PATH [flags]\n\n" +
 		"Connection load generator. Each attempt dials, then -reqs-per-conn times sends\n" +
 		"\"ping\\n\" and reads one reply line, and closes; every attempt becomes one CSV row:\n" +
@@ -297,6 +299,17 @@ func attempt(dialer *net.Dialer, cfg config, start time.Time, rec *record) {
 			return
 		}
 		rec.requestsOK++
+	}
+	if cfg.waitEOF {
+		// Within the last request's I/O budget: anything but the server's
+		// FIN (more data, a reset, the timeout) fails the attempt.
+		if n, err := r.Read(make([]byte, 1)); n > 0 || err != io.EOF {
+			if err == nil {
+				err = errors.New("data after the last reply")
+			}
+			rec.result, rec.errno = ioResult(err), errnoName(err)
+			return
+		}
 	}
 	// Only a connection on which every request was answered counts as ok;
 	// a partial one keeps the error of the request that failed.

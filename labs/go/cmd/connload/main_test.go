@@ -212,3 +212,30 @@ func TestAttemptKeepAlive(t *testing.T) {
 		})
 	}
 }
+
+// -wait-eof: the client closes only after the server has, so the server is
+// the active closer; a server that keeps the connection open fails the
+// attempt at the I/O timeout instead of hanging it.
+func TestAttemptWaitEOF(t *testing.T) {
+	tests := []struct {
+		name       string
+		maxReplies int
+		wantOK     bool
+	}{
+		{"server closes after its reply", 1, true},
+		{"server keeps the connection", -1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config{target: lineServer(t, tt.maxReplies), ioTimeout: 300 * time.Millisecond, reqsPerConn: 1, waitEOF: true}
+			var rec record
+			attempt(&net.Dialer{Timeout: 2 * time.Second}, cfg, time.Now(), &rec)
+			if (rec.result == resOK) != tt.wantOK || rec.requestsOK != 1 {
+				t.Errorf("result=%s errno=%s requests_ok=%d, want ok=%t requests_ok=1", rec.result, rec.errno, rec.requestsOK, tt.wantOK)
+			}
+			if !tt.wantOK && rec.result != resIOTimeout {
+				t.Errorf("result=%s, want %s", rec.result, resIOTimeout)
+			}
+		})
+	}
+}
