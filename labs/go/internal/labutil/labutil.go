@@ -1,8 +1,9 @@
 // Package labutil holds the few helpers that the lab commands (aqserver,
-// connload, connhold, httpserver) share. It exists so that the contracts the
-// lab scripts rely on, such as how a ready file appears, the layout of a stats
-// file and which signals mean "stop", are defined once rather than kept in
-// step by hand across commands. Anything specific to one command stays there.
+// connload, connhold, httpserver, loopserver) share. It exists so that the
+// contracts the lab scripts rely on, such as how a ready file appears, the
+// layout of a stats file and which signals mean "stop", are defined once
+// rather than kept in step by hand across commands. Anything specific to one
+// command stays there.
 package labutil
 
 import (

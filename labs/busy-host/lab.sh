@@ -1,0 +1,420 @@
+# shellcheck shell=bash
+# Variables flow both ways with scripts/lab (LAB_* out; variant, interval, SRV_NS... in).
+# shellcheck disable=SC2034,SC2154
+# Lab busy-host: one server namespace with what a real server has, and one
+# client namespace loading it, all at once: several listeners, several flows,
+# a multi-threaded event-loop server and two client endpoints. In each variant
+# exactly one object is faulty and everything else runs healthy beside it, so
+# a verdict must name that object (listener address:port, flow, endpoint,
+# thread) and no other. Sourced by scripts/lab, which owns the namespaces, the
+# capture (all four probes) and the cleanup; this file says what runs.
+#
+# Objects (server 198.18.0.1, client 198.18.0.2; every variant runs them all)
+#   listeners  small  aqserver :8081, accept delay 2 ms, bursts of 100 every 1 s
+#              heavy  aqserver :8080, backlog 4096, 300 conn/s (healthy under load)
+#              idle   aqserver :8082, backlog 128, no client
+#   flows      clean  iperf3 198.18.0.2:5311 -> :5201 at 200 Mbit/s
+#              lossy  iperf3 198.18.0.2:5312 -> :5202 at 10 Mbit/s (iperf3 --cport
+#                     fixes the data stream's client port, so an nftables rule in
+#                     the server's input hook can drop that flow's packets only)
+#   loops      loopserver :9000-9003: four threads loop0..loop3, each its own epoll
+#              loop and port; wrk -c8 paced (20 ms think time) on loop0, wrk -c2
+#              paced on loop1, loop2 and loop3 idle
+#   endpoints  the client's ip_local_port_range is 500 ports; aqserver -wait-close
+#              on :8083 and :8084 lets the client close first (TIME_WAIT on the
+#              client): exhaust 10 conn/s to :8083, light 5 conn/s to :8084
+#
+# Variants: one fault each (the only parameter that differs from healthy)
+#   listener  the small listener's backlog is 16 (healthy: 256): bursts overflow it
+#   flow      5 % of the lossy flow's client->server packets dropped (healthy: 0 %)
+#   loop      loop0 spins 10 ms per request (healthy: 200 us): 8 clients with
+#             20 ms think time ask for more than one CPU, loop0 never blocks
+#   ports     150 conn/s to :8083 (healthy: 10): 500 ports / 60 s = 8.3 conn/s
+#             sustainable, EADDRNOTAVAIL after ~3.3 s; :8084 keeps working
+#   healthy   nothing wrong
+#
+# The clients' own logs go to <run>/lab/ (connects-<name>.csv, iperf3-<name>.json,
+# wrk-<name>.txt), with the kernel's per-object numbers the lab samples itself:
+# ss -ti of the two flows every 0.2 s (ss-flows.txt) and the loop threads'
+# /proc/<pid>/task/<tid>/stat every 0.5 s (task-stat.csv). There is no
+# connects.csv: one client log per run would mix five clients, and the verdicts
+# must come from the probes and kernel counters alone, as on a production host.
+# lab.json ("lab" in metadata.json) lists every object with the numbers from
+# those files (per flow: iperf3's and ss's retransmits of the same socket; per
+# endpoint: the client's EADDRNOTAVAIL count; per loop thread: CPU share).
+
+LAB_VARIANTS=(listener flow loop ports healthy)
+# The lab is about telling objects of every family apart: all four probes.
+LAB_PROBES=accept_queue,retransmits,time_wait,epoll
+LAB_BINARIES=(aqserver connload loopserver)
+HEAVY_PORT=8080 SMALL_PORT=8081 IDLE_PORT=8082 EXHAUST_PORT=8083 LIGHT_PORT=8084
+CLEAN_PORT=5201 LOSSY_PORT=5202 CLEAN_CPORT=5311 LOSSY_CPORT=5312
+LOOP_PORT=9000 LOOPS=4 LOOP_THINK_MS=20
+
+lab_describe() {
+	cat <<TEXT
+busy-host variants (environment overrides in brackets); every variant runs every object:
+  listener  small listener backlog 16 [BACKLOG] for bursts of 100 [BURST] every 1s
+  flow      5 % [LOSS_PCT] of the lossy flow's packets dropped (iperf3 at 10 Mbit/s)
+  loop      loop0 spins 10ms [HOT_WORK] per request under wrk -c8 with 20 ms think time
+  ports     150 conn/s [EXHAUST_RATE] to :$EXHAUST_PORT from 500 client ports [PORT_RANGE]
+  healthy   backlog 256, no loss, 200us per request, 10 conn/s: nothing wrong
+  all:      ${LOAD_SECONDS:-8}s of load [LOAD_SECONDS]; heavy listener 300 conn/s [HEAVY_RATE];
+            clean flow 200 Mbit/s [CLEAN_RATE]; light endpoint 5 conn/s [LIGHT_RATE]
+TEXT
+}
+
+lab_params() {
+	local want_backlog=${BACKLOG:-} want_loss=${LOSS_PCT:-} want_work=${HOT_WORK:-} want_rate=${EXHAUST_RATE:-}
+	BACKLOG=${want_backlog:-256} LOSS_PCT=${want_loss:-0} HOT_WORK=${want_work:-200us} EXHAUST_RATE=${want_rate:-10}
+	case $1 in
+	listener) BACKLOG=${want_backlog:-16} ;;
+	flow) LOSS_PCT=${want_loss:-5} ;;
+	loop) HOT_WORK=${want_work:-10ms} ;;
+	ports) EXHAUST_RATE=${want_rate:-150} ;;
+	esac
+	FAULT=$1
+	[[ $1 != healthy ]] || FAULT=""
+	LOAD_SECONDS=${LOAD_SECONDS:-8} BURST=${BURST:-100} HEAVY_RATE=${HEAVY_RATE:-300} LIGHT_RATE=${LIGHT_RATE:-5}
+	CLEAN_RATE=${CLEAN_RATE:-200M} LOSSY_RATE=${LOSSY_RATE:-10M} LOOP_WORK=200us
+	PORT_RANGE=${PORT_RANGE:-40000 40499}
+	LAB_SUMMARY="${FAULT:-nothing} wrong: small listener backlog $BACKLOG, lossy flow ${LOSS_PCT}% loss, loop0 ${HOT_WORK}/request, $EXHAUST_RATE conn/s to :$EXHAUST_PORT from ports ${PORT_RANGE/ /-}; ${LOAD_SECONDS}s of load"
+	LAB_MAX_SECONDS=$((LOAD_SECONDS + 120))
+}
+
+# The client's port range is the scenario (all of its ports toward one
+# server), so it is always set; tcp_tw_reuse=0 only without a PROFILE.
+lab_setup_netns() {
+	local tool
+	for tool in nft iperf3 wrk; do
+		command -v "$tool" >/dev/null || die "$tool is not installed (run: make setup)"
+	done
+	ip netns exec "$CLI_NS" sysctl -qw "net.ipv4.ip_local_port_range=$PORT_RANGE" ||
+		die "cannot set the client namespace's port range"
+	if [[ -z ${PROFILE:-} ]]; then
+		ip netns exec "$CLI_NS" sysctl -qw net.ipv4.tcp_tw_reuse=0 || die "cannot set tcp_tw_reuse"
+	fi
+	((LOSS_PCT > 0)) || return 0
+	# Receiver's input hook: to the sender this is loss on the wire (see labs/retransmit).
+	ip netns exec "$SRV_NS" nft -f - <<NFT || die "could not install the nftables drop rule"
+table inet tqloss {
+	chain inp {
+		type filter hook input priority 0; policy accept;
+		ip saddr $CLI_IP tcp sport $LOSSY_CPORT tcp dport $LOSSY_PORT numgen random mod 100 < $LOSS_PCT drop
+	}
+}
+NFT
+}
+
+declare -A SERVER_PIDS=()
+LOOP_PID="" LOOP_TIDS=() LOAD_START="" LOAD_END=""
+
+# Wait for FILE to appear while PID lives; NAME for the error.
+wait_ready() {
+	local file=$1 pid=$2 name=$3 i
+	for i in $(seq 200); do
+		[[ -e $file ]] && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		nap 0.05
+	done
+	cat "$work/$name.err" >&2 2>/dev/null || true
+	die "$name did not become ready"
+}
+
+# start_aq NAME PORT BACKLOG [aqserver flags...]
+start_aq() {
+	local name=$1 port=$2 backlog=$3 pid
+	shift 3
+	ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/aqserver" -listen "$SRV_IP:$port" -backlog "$backlog" "$@" \
+		-duration "${LAB_MAX_SECONDS}s" -ready-file "$work/$name.ready" -stats "$work/$name.json" 2>"$work/$name.err" &
+	pid=$!
+	cleanup_push "stop_process $pid TERM 5"
+	SERVER_PIDS[$name]=$pid
+	wait_ready "$work/$name.ready" "$pid" "$name"
+}
+
+start_iperf3_server() {
+	local name=$1 port=$2 pid i
+	ip netns exec "$SRV_NS" iperf3 -s -1 -p "$port" -B "$SRV_IP" >"$work/$name.err" 2>&1 &
+	pid=$!
+	cleanup_push "stop_process $pid TERM 5"
+	SERVER_PIDS[$name]=$pid
+	for i in $(seq 100); do
+		ip netns exec "$SRV_NS" ss -ltnH "sport = :$port" | grep -q LISTEN && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		nap 0.05
+	done
+	cat "$work/$name.err" >&2
+	die "iperf3 server $name did not start"
+}
+
+start_loopserver() {
+	local pid t comm
+	ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/loopserver" -listen "$SRV_IP:$LOOP_PORT" -loops "$LOOPS" \
+		-work "$HOT_WORK,$LOOP_WORK" -duration "${LAB_MAX_SECONDS}s" \
+		-ready-file "$work/loops.ready" -stats "$work/loops.json" 2>"$work/loops.err" &
+	pid=$!
+	cleanup_push "stop_process $pid TERM 5"
+	SERVER_PIDS[loops]=$pid
+	wait_ready "$work/loops.ready" "$pid" loops
+	# ip netns exec execs the command: the pid is loopserver's own.
+	LOOP_PID=$pid
+	[[ $(cat "/proc/$pid/comm" 2>/dev/null) == loopserver ]] || LOOP_PID=$(pgrep -P "$pid" -x loopserver | head -1)
+	[[ -n $LOOP_PID ]] || die "cannot find the loopserver process"
+	for t in /proc/"$LOOP_PID"/task/*; do
+		comm=$(cat "$t/comm" 2>/dev/null) || continue
+		[[ $comm != loop[0-9]* ]] || LOOP_TIDS+=("${t##*/}")
+	done
+	((${#LOOP_TIDS[@]} == LOOPS)) || die "found ${#LOOP_TIDS[@]} loop threads in loopserver (pid $LOOP_PID), not $LOOPS"
+}
+
+# The loop threads' CPU time, as the kernel accounts it: every 0.5 s one row
+# per thread (utime and stime in clock ticks, fields 14 and 15 of its stat).
+sample_tasks() {
+	local out=$1 t stat now
+	echo "time_s,tid,comm,utime_ticks,stime_ticks" >"$out"
+	while [[ ! -e $work/samplers.stop ]]; do
+		now=${EPOCHREALTIME/,/.}
+		for t in "${LOOP_TIDS[@]}"; do
+			stat=$(cat "/proc/$LOOP_PID/task/$t/stat" 2>/dev/null) || continue
+			local comm=${stat#*(}
+			comm=${comm%)*}
+			stat=${stat##*) }
+			# shellcheck disable=SC2086
+			set -- $stat
+			echo "$now,$t,$comm,${12},${13}" >>"$out"
+		done
+		sleep 0.5
+	done
+}
+
+# ss -ti of the two iperf3 data flows (client side) every 0.2 s: the kernel's
+# own per-socket retransmit count (retrans:<now>/<total>) while they live.
+# Both samplers end at their next turn once $work/samplers.stop exists.
+sample_flows() {
+	local out=$1
+	while [[ ! -e $work/samplers.stop ]]; do
+		echo "=== ${EPOCHREALTIME/,/.}" >>"$out"
+		ip netns exec "$CLI_NS" ss -tinH state established \
+			"( sport = :$CLEAN_CPORT or sport = :$LOSSY_CPORT )" >>"$out" 2>/dev/null || true
+		sleep 0.2
+	done
+}
+
+# start_client NAME CMD...: a client in the client namespace, in the background.
+CLIENT_PIDS=() CLIENT_NAMES=()
+start_client() {
+	local name=$1 pid
+	shift
+	ip netns exec "$CLI_NS" "$@" >"$work/client-$name.out" 2>"$work/client-$name.err" &
+	pid=$!
+	cleanup_push "stop_process $pid TERM 5"
+	CLIENT_PIDS+=("$pid") CLIENT_NAMES+=("$name")
+}
+
+lab_run() {
+	local run=$1 work=$2 i pid name failed=() tasks_pid flows_pid
+	mkdir -p "$run/lab"
+	start_aq heavy "$HEAVY_PORT" 4096
+	start_aq small "$SMALL_PORT" "$BACKLOG" -accept-delay 2ms
+	start_aq idle "$IDLE_PORT" 128
+	start_aq exhaust "$EXHAUST_PORT" 4096 -wait-close
+	start_aq light "$LIGHT_PORT" 4096 -wait-close
+	start_iperf3_server clean "$CLEAN_PORT"
+	start_iperf3_server lossy "$LOSSY_PORT"
+	start_loopserver
+	printf 'function delay()\n\treturn %d\nend\n' "$LOOP_THINK_MS" >"$work/pace.lua"
+	log "servers up: aqserver :$HEAVY_PORT :$SMALL_PORT :$IDLE_PORT :$EXHAUST_PORT :$LIGHT_PORT, iperf3 :$CLEAN_PORT :$LOSSY_PORT, loopserver pid $LOOP_PID threads ${LOOP_TIDS[*]}"
+	# One probe interval with every server idle, as a baseline.
+	nap 1
+
+	sample_tasks "$run/lab/task-stat.csv" &
+	tasks_pid=$!
+	cleanup_push "kill_tree $tasks_pid KILL"
+	sample_flows "$run/lab/ss-flows.txt" &
+	flows_pid=$!
+	cleanup_push "kill_tree $flows_pid KILL"
+
+	local connload=$PACK_ROOT/build/bin/connload target=$SRV_IP secs=${LOAD_SECONDS}s
+	LOAD_START=${EPOCHREALTIME/,/.}
+	# The listeners' clients read to EOF: the server closes first and keeps the
+	# TIME_WAIT (else a quarter of 2400 closes race and land on the client, and
+	# :$HEAVY_PORT would run out of the client's 500 ports too).
+	start_client heavy "$connload" -target "$target:$HEAVY_PORT" -mode rate -rate "$HEAVY_RATE" -duration "$secs" \
+		-connect-timeout 4s -io-timeout 5s -wait-eof -out "$run/lab/connects-heavy.csv"
+	start_client small "$connload" -target "$target:$SMALL_PORT" -mode burst -burst "$BURST" -burst-every 1s \
+		-duration "$secs" -connect-timeout 4s -io-timeout 5s -wait-eof -out "$run/lab/connects-small.csv"
+	start_client exhaust "$connload" -target "$target:$EXHAUST_PORT" -mode rate -rate "$EXHAUST_RATE" -duration "$secs" \
+		-connect-timeout 2s -out "$run/lab/connects-exhaust.csv"
+	start_client light "$connload" -target "$target:$LIGHT_PORT" -mode rate -rate "$LIGHT_RATE" -duration "$secs" \
+		-connect-timeout 2s -out "$run/lab/connects-light.csv"
+	start_client clean iperf3 -c "$target" -p "$CLEAN_PORT" --cport "$CLEAN_CPORT" -t "$LOAD_SECONDS" -b "$CLEAN_RATE" -J
+	start_client lossy iperf3 -c "$target" -p "$LOSSY_PORT" --cport "$LOSSY_CPORT" -t "$LOAD_SECONDS" -b "$LOSSY_RATE" -J
+	start_client loop0 wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$target:$LOOP_PORT/"
+	start_client loop1 wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + 1))/"
+	for i in "${!CLIENT_PIDS[@]}"; do
+		wait "${CLIENT_PIDS[i]}" || failed+=("${CLIENT_NAMES[i]}")
+	done
+	LOAD_END=${EPOCHREALTIME/,/.}
+	touch "$work/samplers.stop"
+	wait "$tasks_pid" "$flows_pid" || true
+	for name in "${CLIENT_NAMES[@]}"; do
+		case $name in
+		clean | lossy) cp "$work/client-$name.out" "$run/lab/iperf3-$name.json" ;;
+		loop*) cp "$work/client-$name.out" "$run/lab/wrk-$name.txt" ;;
+		*) log "  $name: $(tail -1 "$work/client-$name.err")" ;;
+		esac
+	done
+	if ((${#failed[@]})); then
+		for name in "${failed[@]}"; do
+			tail -n 5 "$work/client-$name.err" "$work/client-$name.out" >&2 || true
+		done
+		die "client(s) failed: ${failed[*]}"
+	fi
+	# One more interval so the probes print the tail of the load; then the
+	# servers stop and write their own counts.
+	nap "$((interval + 1))"
+	for name in "${!SERVER_PIDS[@]}"; do
+		stop_process "${SERVER_PIDS[$name]}" TERM 5
+	done
+}
+
+lab_json() {
+	local static
+	static=$(
+		printf '{"lab": "busy-host", "variant": %s, "summary": %s, "fault": %s,\n' \
+			"$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")" "$(if [[ -n $FAULT ]]; then json_str "$FAULT"; else echo null; fi)"
+		printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s},\n' \
+			"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")"
+		printf ' "client": {"netns": %s, "netns_inode": %s, "addr": %s, "port_range": %s, "tcp_tw_reuse": %d},\n' \
+			"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$(json_str "$CLI_IP")" "$(json_str "$PORT_RANGE")" \
+			"$(ip netns exec "$CLI_NS" cat /proc/sys/net/ipv4/tcp_tw_reuse)"
+		printf ' "load_seconds": %s, "load_window": {"start_s": %s, "end_s": %s},\n' \
+			"$LOAD_SECONDS" "${LOAD_START:-null}" "${LOAD_END:-null}"
+		# Every server process the lab started (iperf3 and aqserver by name, loops).
+		local name sep=""
+		printf ' "server_pids": {'
+		for name in "${!SERVER_PIDS[@]}"; do
+			printf '%s%s: %d' "$sep" "$(json_str "$name")" "${SERVER_PIDS[$name]}"
+			sep=", "
+		done
+		printf '},\n'
+		printf ' "listeners": ['
+		printf '{"name": "small", "port": %d, "backlog": %d, "accept_delay": "2ms", "load": %s, "faulty": %s}, ' \
+			"$SMALL_PORT" "$BACKLOG" "$(json_str "bursts of $BURST every 1s")" "$([[ $FAULT == listener ]] && echo true || echo false)"
+		printf '{"name": "heavy", "port": %d, "backlog": 4096, "load": %s, "faulty": false}, ' \
+			"$HEAVY_PORT" "$(json_str "$HEAVY_RATE conn/s")"
+		printf '{"name": "idle", "port": %d, "backlog": 128, "load": "none", "faulty": false}, ' "$IDLE_PORT"
+		printf '{"name": "exhaust", "port": %d, "backlog": 4096, "load": %s, "faulty": false}, ' \
+			"$EXHAUST_PORT" "$(json_str "$EXHAUST_RATE conn/s, client closes first")"
+		printf '{"name": "light", "port": %d, "backlog": 4096, "load": %s, "faulty": false}],\n' \
+			"$LIGHT_PORT" "$(json_str "$LIGHT_RATE conn/s, client closes first")"
+		printf ' "flows": ['
+		printf '{"name": "lossy", "laddr": %s, "lport": %d, "raddr": %s, "rport": %d, "rate": %s, "loss_pct": %d, "faulty": %s}, ' \
+			"$(json_str "$CLI_IP")" "$LOSSY_CPORT" "$(json_str "$SRV_IP")" "$LOSSY_PORT" "$(json_str "$LOSSY_RATE")" "$LOSS_PCT" \
+			"$([[ $FAULT == flow ]] && echo true || echo false)"
+		printf '{"name": "clean", "laddr": %s, "lport": %d, "raddr": %s, "rport": %d, "rate": %s, "loss_pct": 0, "faulty": false}],\n' \
+			"$(json_str "$CLI_IP")" "$CLEAN_CPORT" "$(json_str "$SRV_IP")" "$CLEAN_PORT" "$(json_str "$CLEAN_RATE")"
+		printf ' "endpoints": ['
+		printf '{"name": "exhaust", "raddr": %s, "rport": %d, "rate_per_s": %s, "faulty": %s}, ' \
+			"$(json_str "$SRV_IP")" "$EXHAUST_PORT" "$EXHAUST_RATE" "$([[ $FAULT == ports ]] && echo true || echo false)"
+		printf '{"name": "light", "raddr": %s, "rport": %d, "rate_per_s": %s, "faulty": false}],\n' \
+			"$(json_str "$SRV_IP")" "$LIGHT_PORT" "$LIGHT_RATE"
+		printf ' "loops": {"comm": "loopserver", "pid": %s, "port": %d, "think_ms": %d, "clk_tck": %d, "threads": [' \
+			"${LOOP_PID:-null}" "$LOOP_PORT" "$LOOP_THINK_MS" "$(getconf CLK_TCK)"
+		local i conns lwork
+		for ((i = 0; i < LOOPS; i++)); do
+			conns=0 lwork=$LOOP_WORK
+			((i == 0)) && conns=8 lwork=$HOT_WORK
+			((i == 1)) && conns=2
+			((i == 0)) || printf ', '
+			printf '{"index": %d, "comm": "loop%d", "port": %d, "work": %s, "wrk_connections": %d, "faulty": %s}' \
+				"$i" "$i" "$((LOOP_PORT + i))" "$(json_str "$lwork")" "$conns" \
+				"$([[ $FAULT == loop && $i == 0 ]] && echo true || echo false)"
+		done
+		printf ']},\n "command": %s}\n' "$(json_str "make lab LAB=busy-host VARIANT=$variant")"
+	)
+	# The measured side: what each client, ss, /proc and the servers saw.
+	"$(venv_python)" - "$static" "$work" "$run/lab" <<'PY'
+import csv, json, re, sys
+from pathlib import Path
+
+lab, work, files = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+
+
+def load(p):
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+for ls in lab["listeners"]:
+    ls["pid"] = lab["server_pids"].get(ls["name"])
+    ls["stats"] = load(work / f"{ls['name']}.json")
+
+# Per flow: iperf3's own count (tcp_info total_retrans of the data stream at its
+# end) and the last ss -ti sample of the same socket.
+ss = {}
+try:
+    lines = (files / "ss-flows.txt").read_text().splitlines()
+except OSError:
+    lines = []
+t = key = None
+for line in lines:
+    if line.startswith("=== "):
+        t, key = float(line[4:]), None
+    elif line and not line[0].isspace():
+        # "Recv-Q Send-Q local:port peer:port" (no state column under a state filter)
+        key = int(line.split()[2].rsplit(":", 1)[1])
+    elif key is not None:
+        info = {"time_s": t}
+        r = re.search(r"\bretrans:(\d+)/(\d+)", line)
+        info["retrans_total"] = int(r.group(2)) if r else 0
+        for name in ("data_segs_out", "segs_out"):
+            r = re.search(rf"\b{name}:(\d+)", line)
+            info[name] = int(r.group(1)) if r else None
+        ss[key] = info
+for fl in lab["flows"]:
+    j = load(files / f"iperf3-{fl['name']}.json")
+    fl["iperf3"] = None
+    if j and "end" in j:
+        streams = j["end"].get("streams") or []
+        snd = streams[0]["sender"] if streams else j["end"]["sum_sent"]
+        fl["iperf3"] = {"retransmits": snd.get("retransmits"), "bytes_sent": snd.get("bytes"),
+                        "bits_per_second": round(snd.get("bits_per_second") or 0)}
+    fl["ss_last"] = ss.get(fl["lport"])
+    fl["server_pid"] = lab["server_pids"].get(fl["name"])
+
+# Per endpoint: the client's own connects, and how many failed with EADDRNOTAVAIL.
+for ep in lab["endpoints"]:
+    ep["client"] = None
+    p = files / f"connects-{ep['name']}.csv"
+    if p.exists():
+        rows = list(csv.DictReader(p.open()))
+        ep["client"] = {"attempts": len(rows), "ok": sum(r["result"] == "ok" for r in rows),
+                        "eaddrnotavail": sum(r["errno"] == "EADDRNOTAVAIL" for r in rows)}
+
+# Per loop thread: CPU time over the load window from /proc/<pid>/task/<tid>/stat,
+# and the loop's own account (requests, time inside epoll_wait).
+own = {x["index"]: x for x in (load(work / "loops.json") or {}).get("loops", [])}
+samples = {}
+p = files / "task-stat.csv"
+if p.exists():
+    for r in csv.DictReader(p.open()):
+        samples.setdefault(r["comm"], []).append((float(r["time_s"]), int(r["tid"]), int(r["utime_ticks"]) + int(r["stime_ticks"])))
+hz = lab["loops"]["clk_tck"]
+for th in lab["loops"]["threads"]:
+    o = own.get(th["index"]) or {}
+    th["tid"] = o.get("tid")
+    th["own"] = {k: o.get(k) for k in ("requests", "accepted", "wait_calls", "wait_ns", "cpu_ns")} if o else None
+    s = samples.get(th["comm"]) or []
+    th["cpu"] = None
+    if len(s) >= 2:
+        (t0, tid, c0), (t1, _, c1) = s[0], s[-1]
+        th["tid"] = th["tid"] or tid
+        th["cpu"] = {"start_s": t0, "end_s": t1, "cpu_s": round((c1 - c0) / hz, 2),
+                     "cpu_share": round((c1 - c0) / hz / (t1 - t0), 3) if t1 > t0 else None}
+print(json.dumps(lab))
+PY
+}
