@@ -1,0 +1,90 @@
+"""The rules on real captures made without a lab (tests/fixtures/README.md, "Non-lab captures"):
+plain `scripts/capture` runs of the host namespace around real servers on 127.0.0.1 — nginx with
+three listeners, a Python listener — under real load. No connects.csv, no lab block: verdicts come
+from probes, counters and socket samples alone. The faulty object is named; nothing else gets a
+finding or a suspicion."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.report import write_report
+from analysis.rules import accept_queue, epoll, evaluate_all, time_wait
+from analysis.run import Run
+from analysis.wording import describe, headline
+from tests.conftest import fixture_run
+
+HEALTHY, OVERFLOW = "host-healthy", "host-overflow"
+NGINX_PORTS = {18080: 511, 18081: 128}  # 18082 (backlog 64) is idle: no probe row
+SLOW_PORT = 18090
+
+
+def _listeners(run: Run) -> dict[int, dict[str, int]]:
+    aq = run.table("aq_listener")
+    g = aq.groupby("lport").agg(
+        limit=("limit", "max"), depth_max=("depth_max", "max"), full=("full_events", "sum"), enq=("enqueues", "sum")
+    )
+    return {int(p): {k: int(v) for k, v in r.items()} for p, r in g.iterrows()}
+
+
+@pytest.mark.parametrize("name", [HEALTHY, OVERFLOW])
+def test_a_capture_without_a_lab(name: str) -> None:
+    run = Run.open(fixture_run(name))
+    assert not run.lab and run.table("connects").empty
+    seen = _listeners(run)
+    for port, backlog in NGINX_PORTS.items():
+        assert seen[port]["limit"] == backlog and seen[port]["depth_max"] < backlog // 4, (port, seen[port])
+    assert seen[SLOW_PORT]["limit"] == 8
+    # Several listeners, client endpoints and loops share the namespace.
+    assert len({p for p in seen if p in (*NGINX_PORTS, SLOW_PORT)}) == 3
+    assert len(time_wait.endpoints(run)) >= 2
+    ls = run.table("listeners")
+    assert {18080, 18081, 18082, SLOW_PORT} <= set(ls["lport"])
+
+
+def test_every_family_is_healthy_on_a_healthy_host() -> None:
+    run = Run.open(fixture_run(HEALTHY))
+    findings = evaluate_all(run)
+    assert [(f.kind, f.status, f.subject) for f in findings if f.is_finding] == []
+    # Checked, not skipped: each family ruled its objects out.
+    ruled = {f.kind for f in findings if f.status == "absent"}
+    assert {"accept_queue_overflow", "time_wait_exhaustion", "event_loop_saturation"} <= ruled
+    nginx = [f for f in epoll.evaluate(run) if f.subject["comm"] == "nginx"]
+    assert nginx and all(f.status == "absent" for f in nginx)
+    assert all(f.link("counter").key == "no_overflows" for f in accept_queue.evaluate(run) if f.subject["lport"])
+
+
+def test_only_the_slow_listener_overflows_beside_a_busier_nginx() -> None:
+    run = Run.open(fixture_run(OVERFLOW))
+    seen = _listeners(run)
+    # nginx is the busier listener, and healthy.
+    assert seen[18080]["enq"] > seen[SLOW_PORT]["enq"]
+    assert seen[SLOW_PORT]["full"] > 0 and seen[18080]["full"] == 0
+    results = accept_queue.evaluate(run)
+    (f,) = [x for x in results if x.is_finding]
+    assert (f.subject["laddr"], f.subject["lport"], f.status) == ("127.0.0.1", SLOW_PORT, "confirmed")
+    assert f.subject["comm"].startswith("python")
+    counter = f.link("counter").evidence
+    assert counter["listen_overflows_matched"] > 0 and counter["listeners_seen_full"] == 1
+    # No lab: the symptom is what the host shows, from the local client's side.
+    symptom = f.link("symptom")
+    assert symptom.key == "local_clients" and symptom.evidence["syn_retrans_to_listener"] > 0
+    assert symptom.evidence["ss_send_q"] == 8
+    # nginx: ruled out, and told why — never "suspected overflow".
+    for port in NGINX_PORTS:
+        (n,) = [x for x in results if x.subject["lport"] == port]
+        assert n.status == "absent" and n.link("counter").key == "overflows_not_here", port
+        assert "never seen full" in describe(n.kind, n.link("counter"))
+    # Nothing else: any other finding of any family is about the slow listener.
+    for g in evaluate_all(run):
+        if g.is_finding:
+            port = g.subject.get("lport", g.subject.get("service_port"))
+            assert port == SLOW_PORT, (g.kind, headline(g))
+
+
+def test_report_of_a_nonlab_capture_names_the_listener(copy_fixture) -> None:
+    run_dir = copy_fixture(OVERFLOW)
+    report, _ = write_report(run_dir)
+    text = report.read_text()
+    assert f"127.0.0.1:{SLOW_PORT}" in text
+    assert "suspected" not in "\n".join(line for line in text.splitlines() if ":18080" in line)
