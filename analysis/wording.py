@@ -400,6 +400,7 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
     ("event_loop_saturation", "counter", "no_kernel_counter"): (
         "Kernel counter: none exists for a saturated loop",
         Opt("; its listeners' Recv-Q peaked at {listener_recv_q_max}", "; its listeners' Recv-Q was not sampled"),
+        Opt("; this thread accepted on port {thread_accepts_on}"),
         ".",
     ),
     ("event_loop_saturation", "probe", "never_waits"): (

@@ -27,7 +27,7 @@ def _listeners(run: Run) -> dict[int, dict[str, int]]:
     return {int(p): {k: int(v) for k, v in r.items()} for p, r in g.iterrows()}
 
 
-@pytest.mark.parametrize("name", [HEALTHY, OVERFLOW])
+@pytest.mark.parametrize("name", [HEALTHY, OVERFLOW, "host-loop"])
 def test_a_capture_without_a_lab(name: str) -> None:
     run = Run.open(fixture_run(name))
     assert not run.lab and run.table("connects").empty
@@ -88,3 +88,43 @@ def test_report_of_a_nonlab_capture_names_the_listener(copy_fixture) -> None:
     text = report.read_text()
     assert f"127.0.0.1:{SLOW_PORT}" in text
     assert "suspected" not in "\n".join(line for line in text.splitlines() if ":18080" in line)
+
+
+LOOP = "host-loop"
+
+
+def _proc_threads(name: str) -> tuple[float, dict[str, float]]:
+    """proc_threads.txt: each loop thread's CPU seconds over the load, from /proc/<pid>/task/<tid>/stat."""
+    lines = (fixture_run(name) / "proc_threads.txt").read_text().splitlines()
+    hz = int(lines[0].split("(")[1].split()[0])
+    t0, t1 = (float(x) for x in lines[1].split(":")[1].split())
+    cpu = {}
+    for line in lines[2:]:
+        _tid, comm, start, end = line.split()
+        cpu[comm] = (int(end) - int(start)) / hz
+    return t1 - t0, cpu
+
+
+def test_the_one_saturated_loop_thread_is_named_and_its_idle_siblings_are_not() -> None:
+    """A Python server with four epoll loop threads: loop-0 spends 5 ms of CPU per request under more
+    requests than it can serve, loop-1 and loop-2 answer 20/s, loop-3 idles. Only loop-0 is found,
+    named by tid with its process; the kernel's own account (/proc CPU time) agrees."""
+    run = Run.open(fixture_run(LOOP))
+    found = [f for f in evaluate_all(run) if f.is_finding]
+    (f,) = found
+    assert f.kind == "event_loop_saturation"
+    assert (f.subject["comm"], f.subject["process"]) == ("loop-0", "python3")
+    assert f.subject["tid"] != f.subject["pid"]
+    assert f.link("counter").evidence["thread_accepts_on"] == [18100]
+    probe = f.link("probe").evidence
+    assert probe["wait_share_busy_pct"] < 1 and probe["other_threads_with_events"] == 2
+    assert probe["other_threads_saturated"] == 0 and probe["other_threads_blocked_median_pct"] > 30
+    pid, tid = f.subject["pid"], f.subject["tid"]
+    siblings = [x for x in epoll.evaluate(run) if x.subject["pid"] == pid and x.subject["tid"] != tid]
+    assert {x.subject["comm"] for x in siblings} == {"loop-1", "loop-2"}
+    assert all(x.status == "absent" for x in siblings)
+    assert "thread loop-0 (tid" in headline(f) and "of python3" in headline(f)
+    # The kernel's account: loop-0 ran on the CPU most of the load (never blocked), the others ~not.
+    wall, cpu = _proc_threads(LOOP)
+    assert cpu["loop-0"] > 0.8 * wall
+    assert max(cpu["loop-1"], cpu["loop-2"], cpu["loop-3"]) < 0.05 * wall

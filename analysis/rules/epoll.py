@@ -24,7 +24,7 @@ from ..findings import Finding, Link
 from .base import Rule, RunView
 
 KIND = "event_loop_saturation"
-INPUTS = ("ep_loop", "listeners")
+INPUTS = ("ep_loop", "listeners", "aq_accept")
 # Events per interval before a loop counts as busy. The signal is that the
 # loop never waits while work keeps arriving; this floor only keeps an idle
 # poller out. It was 50: a CPU-bound server that takes 40 ms a request (the
@@ -43,9 +43,12 @@ def _wrk_latency(run: RunView) -> dict[str, Any]:
 
 
 def _held_by(ls: pd.DataFrame, pid: int, process: str, loop_pids: set[int]) -> pd.DataFrame:
-    """listeners.csv rows of a process: held by its pid, or under its name by a pid with no loop."""
+    """listeners.csv rows of a process: held by its pid; if none is, those held under its name by a
+    process with no loop (nginx: ss -p names the master, the workers run the loops)."""
     # pid and comm are empty for a listener ss could not name a process for: it is no one's.
     own = (ls["pid"] == pid).fillna(False).astype(bool)
+    if own.any():
+        return ls[own.to_numpy()]
     by_name = (ls["comm"] == process).fillna(False).astype(bool) & ~ls["pid"].isin(loop_pids - {pid}).fillna(
         False
     ).astype(bool)
@@ -79,6 +82,10 @@ def _evaluate(run: RunView) -> list[Finding]:
     for (pid, tid), th in threads.items():
         rows, share, active, busy = th["rows"], th["share"], th["active"], th["busy"]
         comm, process = str(rows["comm"].iloc[0]), str(rows["process_comm"].iloc[0])
+        # The process's own name as ss -p shows it, when its main thread has no loop to name it.
+        named = ls.loc[(ls["pid"] == pid).fillna(False).astype(bool).to_numpy(), "comm"].dropna()
+        if len(named) and not ((pt["pid"] == pid) & (pt["tid"] == pid)).any():
+            process = str(named.iloc[-1])
         calls = int(rows["calls"].sum())
         # One thread's blocked time over the interval; never summed over threads.
         blocked = share.clip(upper=1.0)
@@ -127,9 +134,14 @@ def _evaluate(run: RunView) -> list[Finding]:
             "end_rel_s": round(float(t.max()) - run.start, 1),
         }
         recvq = held
+        # The accept-queue probe counts accept() per (process, thread name, port): the listeners this
+        # thread itself accepted on, when it did.
+        acc = run.table("aq_accept")
+        acc = acc[(acc["pid"] == pid) & (acc["comm"] == comm) & (acc["accepted"] > 0)]
         counter_ev = {
             "listener_recv_q_max": int(recvq["recv_q"].max()) if not recvq.empty else None,
             "listen_ports": ports,
+            "thread_accepts_on": sorted({int(p) for p in acc["lport"]}),
         }
         server = lab.get("server") or {}
         wrk = _wrk_latency(run)
