@@ -300,8 +300,8 @@ lab_json() {
 		done
 		printf '},\n'
 		printf ' "listeners": ['
-		printf '{"name": "small", "port": %d, "backlog": %d, "accept_delay": "2ms", "load": %s, "faulty": %s}, ' \
-			"$SMALL_PORT" "$BACKLOG" "$(json_str "bursts of $BURST every 1s")" "$([[ $FAULT == listener ]] && echo true || echo false)"
+		printf '{"name": "small", "port": %d, "backlog": %d, "accept_delay": "2ms", "burst": %d, "burst_every_s": 1, "load": %s, "faulty": %s}, ' \
+			"$SMALL_PORT" "$BACKLOG" "$BURST" "$(json_str "bursts of $BURST every 1s")" "$([[ $FAULT == listener ]] && echo true || echo false)"
 		printf '{"name": "heavy", "port": %d, "backlog": 4096, "load": %s, "faulty": false}, ' \
 			"$HEAVY_PORT" "$(json_str "$HEAVY_RATE conn/s")"
 		printf '{"name": "idle", "port": %d, "backlog": 128, "load": "none", "faulty": false}, ' "$IDLE_PORT"

@@ -84,20 +84,16 @@ def names_listener(run: Run, f: dict[str, Any], port: int) -> bool:
 
 
 def names_flow(run: Run, f: dict[str, Any], flow: dict[str, Any]) -> bool:
-    """The client's side of the flow: its namespace, both addresses, the service port, and
-    the client port too when the finding carries one (per-flow attribution)."""
+    """A finding on the client's side of the flow: its namespace, its address and the remote
+    endpoint. Whether it names the flow itself (the local port too) is asserted apart."""
     s = f["subject"]
-    ok = (
+    return (
         f["kind"] == "retransmit_storm"
         and s.get("netns") == cli_ns(run)
         and s.get("laddr") == flow["laddr"]
         and s.get("raddr") == flow["raddr"]
         and s.get("service_port") == flow["rport"]
     )
-    for key in ("lport", "local_port", "sport"):
-        if key in s:
-            ok = ok and s[key] == flow["lport"]
-    return ok
 
 
 def names_endpoint(run: Run, f: dict[str, Any], ep: dict[str, Any]) -> bool:
@@ -174,6 +170,20 @@ def test_findings_name_only_the_faulty_object(kernel, busy_host, variant: str) -
     named = [f for f in found if is_the_fault(run, variant, f)]
     assert len(named) == 1, f"{variant}: want one finding naming the faulty object, got {[describe(f) for f in found]}"
     assert named[0]["status"] == "confirmed", describe(named[0])
+    # Where the family has several causes, the right one: bursts into a small backlog while the
+    # accept loop keeps up on average (its own count: ~440 accepts/s of service for 100
+    # arrivals/s; test_listeners_... checks it) is sizing; dropped data is data_loss.
+    want_cause = {"listener": "sizing", "flow": "data_loss"}.get(variant)
+    if want_cause:
+        assert named[0]["cause_class"] == want_cause, describe(named[0])
+    subject = named[0]["subject"]
+    if variant == "flow":
+        # The flow, not only its remote endpoint: iperf3's control connection goes to the
+        # same port, and a client may hold several flows toward one server (`lport` as in rt_flow).
+        assert subject.get("lport") == obj(run, "flows", "lossy")["lport"], describe(named[0])
+    if variant == "loop" and "process" in subject:
+        # The process the thread belongs to is loopserver, not one of its threads' names.
+        assert subject["process"] == run.lab["loops"]["comm"], describe(named[0])
 
 
 # --- per-object numbers against the kernel's own -----------------------------------------
@@ -315,6 +325,10 @@ def test_listeners_depth_and_accepts_vs_the_kernel_and_servers(kernel, busy_host
         depth = int(rows[["depth_max", "depth_now"]].max().max())
         if ls["faulty"]:
             assert depth > ls["backlog"] and overflows > 0, (depth, overflows)
+            # Bursts, not capacity: the accept loop's own service time (aqserver) gives it room
+            # for at least twice the mean arrival rate (BURST every second).
+            mu = accepted / ls["stats"]["service_seconds"]
+            assert mu >= 2 * ls["burst"] / ls["burst_every_s"], (mu, ls["stats"])
         else:
             assert int(rows["full_events"].sum()) == 0 and depth <= ls["backlog"], (ls["name"], depth)
     if variant != "listener":
