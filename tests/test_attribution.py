@@ -142,3 +142,21 @@ def test_contract3_failures_count_only_for_their_destination() -> None:
     )
     f7 = by[("198.18.0.7", 7000)]
     assert f7.status == "suspected" and f7.link("symptom").evidence["eaddrnotavail_connect_calls"] == 3 * len(other)
+
+
+def test_a_thread_that_reads_unblocked_but_comes_back_empty_is_not_saturated() -> None:
+    """1-in-8 sampling can read 0 % blocked for a thread polling ~30 times a second (a Go runtime
+    thread on a busy host did, three intervals running). A saturated loop finds work every time it
+    asks: a thread whose calls come back empty a third of the time has idle capacity."""
+    run = Run.open(fixture_run("host-loop"))
+    ep = run.table("ep_loop").copy()
+    sib = ep["comm"] == "loop-1"
+    ep.loc[sib, "wait_ns_sum"] = 0
+    ep.loc[sib, "events_sum"] = 40
+    ep.loc[sib, "calls"] = 48
+    ep.loc[sib, "ret_zero"] = 16
+    run._cache["ep_loop"] = ep
+    assert {f.subject["comm"] for f in epoll.evaluate(run) if f.is_finding} == {"loop-0"}
+    ep.loc[sib, "ret_zero"] = 0  # the same thread finding work at every call: saturated too
+    run._cache["ep_loop"] = ep
+    assert {f.subject["comm"] for f in epoll.evaluate(run) if f.is_finding} == {"loop-0", "loop-1"}

@@ -34,6 +34,12 @@ INPUTS = ("ep_loop", "listeners", "aq_accept")
 MIN_EVENTS = 10
 MAX_WAIT_SHARE = 0.05  # of the interval spent blocked in epoll
 MIN_BUSY_INTERVALS = 3
+# A saturated loop finds work every time it asks: at most this share of its calls may come back
+# empty (timeouts, non-blocking polls that found nothing). On a busy host a Go runtime thread
+# that polled ~30 times a second read 0 % blocked for three intervals in the 1-in-8 sample of
+# contract 3 while a third to a half of its calls came back empty: idle capacity, not a
+# saturated loop. Saturated loops measured here: 0-8 % (epoll-busy, and the host-loop capture).
+MAX_EMPTY_SHARE = 0.1
 
 
 def _wrk_latency(run: RunView) -> dict[str, Any]:
@@ -77,7 +83,8 @@ def _evaluate(run: RunView) -> list[Finding]:
         rows = rows.sort_values("time_s")
         share = wait_share(rows, interval)
         active = rows["events_sum"] >= MIN_EVENTS
-        busy = active & (share < MAX_WAIT_SHARE)
+        finds_work = rows["ret_zero"] <= MAX_EMPTY_SHARE * rows["calls"]
+        busy = active & (share < MAX_WAIT_SHARE) & finds_work
         threads[(int(pid), int(tid))] = {"rows": rows, "share": share, "active": active, "busy": busy}
     for (pid, tid), th in threads.items():
         rows, share, active, busy = th["rows"], th["share"], th["active"], th["busy"]
@@ -96,6 +103,7 @@ def _evaluate(run: RunView) -> list[Finding]:
             "nonblocking_share_pct": round(100 * int(rows["nb_calls"].sum()) / calls, 1) if calls else None,
             "events_per_call": round(int(rows["events_sum"].sum()) / calls, 2) if calls else None,
             "full_batches": int(rows["ret_full"].sum()),
+            "empty_share_pct": round(100 * int(rows["ret_zero"].sum()) / calls, 1) if calls else None,
             "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
             "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
             "per_thread": per_thread_data,
