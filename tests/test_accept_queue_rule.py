@@ -226,3 +226,29 @@ def test_without_a_lab_the_symptom_is_what_the_host_shows() -> None:
     from analysis.wording import describe
 
     assert "client side is not visible" in describe(accept_queue.KIND, f.link("symptom"))
+
+
+def test_unattributed_overflows_say_why() -> None:
+    """Overflows no listener was seen full for: one namespace finding, never a listener, with the
+    reason: the probe did not run; a listener ss saw above its limit that the probe did not track."""
+    from analysis.wording import describe
+
+    run = Run.open(fixture_run("host-overflow"))
+    run._cache["aq_listener"] = run.table("aq_listener").iloc[0:0]
+    run.metadata = {**run.metadata, "probes": {**run.metadata["probes"], "accept_queue": {"status": "failed"}}}
+    (f,) = _findings(run)
+    assert (f.cause_class, f.subject["lport"]) == ("unattributed", None)
+    assert f.link("cause").evidence["reason"] == "probe_not_run"
+    assert "did not run" in describe(f.kind, f.link("cause"))
+    run = Run.open(fixture_run("host-overflow"))
+    run._cache["aq_listener"] = run.table("aq_listener").query("lport != 18090")
+    ls = run.table("listeners").copy()
+    slow = ls["lport"] == 18090
+    ls.loc[slow, "recv_q"] = 9  # what ss shows of a full listen(8) queue
+    run._cache["listeners"] = ls
+    (f,) = _findings(run)
+    ev = f.link("cause").evidence
+    assert ev["reason"] == "listener_not_tracked" and ev["ss_full_listeners"] == ["127.0.0.1:18090 (python3)"]
+    assert "127.0.0.1:18090 (python3)" in describe(f.kind, f.link("cause"))
+    # The healthy nginx listeners the probe did track stay ruled out.
+    assert all(x.status == "absent" for x in accept_queue.evaluate(run) if x.subject["lport"])
