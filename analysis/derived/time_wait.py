@@ -90,6 +90,11 @@ def observed_time_wait_length(run: RunLike, netns: int, raddr: str, port: int) -
     tw = tw[(tw["netns"] == netns) & (tw["raddr"] == raddr) & (tw["service_port"] == port) & tw["timer_min_s"].notna()]
     if closes.empty or tw.empty:
         return None
+    # TIME_WAIT already there at the first sample (a host, not a fresh namespace) predates every
+    # close the probe saw: the oldest socket's age is unknown.
+    series = tw_series(run, netns, raddr, port)
+    if len(series) and int(series.iloc[0]) > 0:
+        return None
     # The probe's row for the first close is stamped at its interval's end: the
     # close happened within the interval before; take its middle.
     first_close = float(closes["time_s"].min()) - 0.5 * float(run.metadata.get("interval_s", 1))
