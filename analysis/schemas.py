@@ -888,7 +888,7 @@ _EPOCH_S = _t("number", "epoch seconds", minimum=EPOCH_MIN, maximum=EPOCH_MAX)
 LAB_SCHEMA = _obj(
     "the lab that made the run (scripts/lab, labs/<lab>/lab.sh lab_json), or null for a plain capture",
     {
-        "lab": _t("string", "lab name", enum=["accept-overflow", "retransmit", "time-wait", "epoll"]),
+        "lab": _t("string", "lab name", enum=["accept-overflow", "retransmit", "time-wait", "epoll", "busy-host"]),
         "variant": _t("string", "variant name"),
         "summary": _t("string", "one line: what the variant did"),
         "command": _t("string", "the make command that repeats it"),
