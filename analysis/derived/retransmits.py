@@ -10,6 +10,8 @@ from . import RunLike
 from .counters import total_delta
 
 SEGMENT_COLS = ["data_segs", "syn_segs", "synack_segs"]
+# A flow that re-sent at least this share of its endpoint's data segments is named.
+DOMINANT_FLOW_SHARE = 0.8
 
 
 def endpoint_rows(run: RunLike, netns: int) -> pd.DataFrame:
@@ -74,7 +76,16 @@ def flow_rates(flows: pd.DataFrame) -> dict[str, Any]:
         rate = per["data_segs"] / per["data_segs_out"]
         (lport, rport) = rate.idxmax()
         worst = {"worst_flow": f"{lport} -> {rport}", "worst_flow_rate_pct": round(100 * float(rate.max()), 2)}
+    # One flow carrying (nearly) all of the endpoint's re-sent data is the object at
+    # fault: it is named, not only its endpoint.
+    dominant: dict[str, Any] = {}
+    if resent:
+        by_flow = flows.groupby(["lport", "rport"])["data_segs"].sum()
+        (lp, rp), top = by_flow.idxmax(), int(by_flow.max())
+        if top >= DOMINANT_FLOW_SHARE * resent:
+            dominant = {"flow_lport": int(lp), "flow_rport": int(rp), "flow_share_pct": round(100 * top / resent, 1)}
     return {
+        **dominant,
         "flows_retransmitting": len(per),
         "flow_data_segs_out": sent,
         "flow_data_segs": resent,

@@ -78,6 +78,9 @@ def _evaluate(run: RunView) -> list[Finding]:
             "service_port": port,
             "we_are": "server" if local else "client",
         }
+        if "flow_lport" in per_flow:
+            # One flow re-sent (nearly) all of it: the finding names that flow.
+            subject["lport"], subject["rport"] = per_flow.pop("flow_lport"), per_flow.pop("flow_rport")
         probe_ev = {
             "data_segs": data,
             "data_events": int(rows["data_events"].sum()),
