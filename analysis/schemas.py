@@ -22,7 +22,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 # Version of the whole contract, recorded by scripts/capture in metadata.json.
-CONTRACT_VERSION = 3
+CONTRACT_VERSION = 4
 
 INT = "Int64"  # nullable integer: empty cells stay <NA> instead of failing
 FLOAT = "float64"
@@ -320,7 +320,7 @@ TABLES: dict[str, Table] = {
             "ep_loop",
             "ep_loop.csv",
             "probes/epoll.bt",
-            2,
+            3,
             "Per interval, per thread (process, thread id, thread name) that waited in epoll. Every column is "
             "an estimate from a random 1-in-8 sample of calls, each counting 8. Runs of contract 2 counted "
             "every call per (process, thread name): read here with tid = pid.",
@@ -337,6 +337,14 @@ TABLES: dict[str, Table] = {
                 _count("ret_full", "calls that returned maxevents: a full batch, more may be waiting"),
                 _count("errors", "calls that failed (EINTR, ...)"),
                 _count("wait_ns_sum", "time inside blocking calls (ns): mostly waiting"),
+                Col(
+                    "cpu_ns",
+                    INT,
+                    "CPU time the thread used (task sum_exec_runtime, read at its sampled calls: not an "
+                    "estimate) since its previous row; empty in runs of contracts 2 and 3",
+                    NONNEG,
+                    nullable=True,
+                ),
             ),
             key=("time_s", "pid", "tid", "comm"),
         ),
@@ -500,7 +508,7 @@ SYSCTL_FORMAT_TEXT = {
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -514,8 +522,13 @@ def _aq_listener_from_v1(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ep_loop_from_v1(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.assign(tid=df["pid"])
-    return df[TABLES["ep_loop"].column_names]
+    return _ep_loop_from_v2(df.assign(tid=df["pid"]))
+
+
+def _ep_loop_from_v2(df: pd.DataFrame) -> pd.DataFrame:
+    # The thread's CPU time was not recorded before contract 4.
+    df = df.assign(cpu_ns=pd.NA)
+    return TABLES["ep_loop"].schema().coerce_dtype(df[TABLES["ep_loop"].column_names])
 
 
 def _tw_connect_from_v1(df: pd.DataFrame) -> pd.DataFrame:
@@ -639,6 +652,37 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
                 key=("time_s", "pid", "comm"),
             ),
             _ep_loop_from_v1,
+        ),
+    },
+    3: {
+        "ep_loop": Legacy(
+            Table(
+                "ep_loop",
+                "ep_loop.csv",
+                "probes/epoll.bt",
+                2,
+                "Per interval, per thread (process, thread id, thread name) that waited in epoll. Every column is "
+                "an estimate from a random 1-in-8 sample of calls, each counting 8. Runs of contract 2 counted "
+                "every call per (process, thread name): read here with tid = pid.",
+                (
+                    _PROBE_TIME,
+                    Col("pid", INT, "process id", NONNEG),
+                    Col("tid", INT, "thread id (= pid in runs of contract 2)", NONNEG),
+                    Col("comm", STR, "thread name: " + COMM_TEXT),
+                    _count("calls", "epoll_wait/epoll_pwait/epoll_pwait2 calls that returned"),
+                    _count("nb_calls", "of them non-blocking polls (timeout 0)"),
+                    _count(
+                        "nb_ns_sum", "time inside the non-blocking polls (ns): the kernel's cost of collecting events"
+                    ),
+                    _count("events_sum", "events returned"),
+                    _count("ret_zero", "calls that returned no event (timeout)"),
+                    _count("ret_full", "calls that returned maxevents: a full batch, more may be waiting"),
+                    _count("errors", "calls that failed (EINTR, ...)"),
+                    _count("wait_ns_sum", "time inside blocking calls (ns): mostly waiting"),
+                ),
+                key=("time_s", "pid", "tid", "comm"),
+            ),
+            _ep_loop_from_v2,
         ),
     },
 }

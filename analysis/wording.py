@@ -244,6 +244,7 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
             "and re-sent {flow_rate_pct} % of them"
         ),
         Opt("; worst flow (ports {worst_flow}): {worst_flow_rate_pct} %"),
+        Opt("; one flow re-sent {flow_share_pct} % of the endpoint's retransmitted data"),
         ".",
     ),
     ("retransmit_storm", "probe", "below_threshold"): (
@@ -407,6 +408,7 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
         "Probe: in {intervals_never_waiting} of {intervals_with_events} busy intervals the loop spent under 5 % of "
         "the time blocked in epoll",
         Opt(" (mean {wait_share_busy_pct} %)"),
+        Opt(" while on the CPU {cpu_share_busy_pct} % of the time"),
         Opt("; {calls_per_s} calls/s"),
         Opt(", {nonblocking_share_pct} % non-blocking polls"),
         Opt(", {events_per_call} events per call"),
@@ -838,6 +840,9 @@ def _where(s: Mapping[str, Any]) -> str:
         return f"connections to {raddr}" + (f":{port}" if not is_missing(s.get("service_port")) else f" ({port})")
     if "service_port" in s:
         side = f" (we are the {s['we_are']})" if not is_missing(s.get("we_are")) else ""
+        if not is_missing(s.get("lport")) and not is_missing(s.get("rport")):
+            # One flow: both of its ports.
+            return f"the flow {_or(s.get('laddr'), 'an unknown address')}:{s['lport']} -> {raddr}:{s['rport']}{side}"
         return f"{_or(s.get('laddr'), 'an unknown address')} <-> {raddr} port {port}{side}"
     if not is_missing(s.get("lport")):
         return f"{s.get('laddr')}:{s.get('lport')}" if not is_missing(s.get("laddr")) else f"port {s.get('lport')}"

@@ -540,7 +540,7 @@ def corpus() -> list[Case]:
     add("schema_version string", SIZING, meta_set(("schema_version",), "1"), "error")
     add("schema_version missing", SIZING, meta_del(("schema_version",)), "error")
     add("data_contract 1", SIZING, meta_set(("data_contract",), 1), "error")
-    add("data_contract 4", SIZING, meta_set(("data_contract",), 4), "error")
+    add("data_contract 5", SIZING, meta_set(("data_contract",), 5), "error")
     add("data_contract string", SIZING, meta_set(("data_contract",), "2"), "error")
     add("data_contract missing", SIZING, meta_del(("data_contract",)), "error")
 

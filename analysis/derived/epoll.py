@@ -19,7 +19,8 @@ def per_process(run: RunLike) -> pd.DataFrame:
     """ep_loop summed over thread names: one row per (time_s, pid), comm the process's most frequent name."""
     ep = run.table("ep_loop")
     num = [c for c in ep.columns if c not in ("time_s", "pid", "comm")]
-    g = ep.groupby(["time_s", "pid"], as_index=False)[num].sum()
+    # min_count=1: a column not recorded (cpu_ns before contract 4) stays empty, not 0.
+    g = ep.groupby(["time_s", "pid"], as_index=False)[num].sum(min_count=1)
     comms = ep.groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
     g["comm"] = g["pid"].map(comms)
     return g
@@ -30,7 +31,7 @@ def per_thread(run: RunLike) -> pd.DataFrame:
     (its main thread's, tid = pid, when seen; else the most frequent name among its threads)."""
     ep = run.table("ep_loop")
     num = [c for c in ep.columns if c not in ("time_s", "pid", "tid", "comm")]
-    g = ep.groupby(["time_s", "pid", "tid"], as_index=False)[num].sum()
+    g = ep.groupby(["time_s", "pid", "tid"], as_index=False)[num].sum(min_count=1)
     if g.empty:
         g["comm"] = pd.Series(dtype=str)
         g["process_comm"] = pd.Series(dtype=str)

@@ -40,6 +40,15 @@ MIN_BUSY_INTERVALS = 3
 # contract 3 while a third to a half of its calls came back empty: idle capacity, not a
 # saturated loop. Saturated loops measured here: 0-8 % (epoll-busy, and the host-loop capture).
 MAX_EMPTY_SHARE = 0.1
+# ...and it is really busy (contract 4, which records each thread's CPU time): the thread is on
+# the CPU at least this share of the interval, or no thread of its process waited in epoll in
+# that interval. A thread that seldom waits in epoll may be asleep elsewhere: in the busy-host lab
+# an idle Go aqserver thread read ~0 % blocked in epoll (short sampled calls; Go parks threads on a
+# futex) in 4 of 5 runs, using ~0 CPU while its sibling waited 17.6 s. The saturated loopserver
+# thread used 0.91-0.99 of a CPU. A saturated Go server is the second case: its polling thread
+# (sysmon, ~2 ms of CPU a second) finds events at every non-blocking poll while the thread that
+# runs the goroutines seldom calls epoll, and no thread of the process ever waits there.
+MIN_CPU_SHARE = 0.5
 
 
 def _wrk_latency(run: RunView) -> dict[str, Any]:
@@ -79,13 +88,26 @@ def _evaluate(run: RunView) -> list[Finding]:
     # Each thread's numbers first, so a saturated thread can be told apart from its process's idle ones.
     loop_pids = set(pt["pid"].astype(int))
     threads: dict[tuple[int, int], dict[str, Any]] = {}
+    # Share of each interval the process's threads together waited in epoll (any of them).
+    process_wait = pt.groupby(["pid", "time_s"])["wait_ns_sum"].sum().astype(float) / (interval * 1e9)
     for (pid, tid), rows in pt.groupby(["pid", "tid"], sort=True):
         rows = rows.sort_values("time_s")
         share = wait_share(rows, interval)
         active = rows["events_sum"] >= MIN_EVENTS
         finds_work = rows["ret_zero"] <= MAX_EMPTY_SHARE * rows["calls"]
         busy = active & (share < MAX_WAIT_SHARE) & finds_work
-        threads[(int(pid), int(tid))] = {"rows": rows, "share": share, "active": active, "busy": busy}
+        cpu_share = rows["cpu_ns"].astype("Float64") / (interval * 1e9)  # NA: not recorded (contract < 4)
+        if cpu_share.notna().any():
+            process_waits = rows["time_s"].map(process_wait.loc[int(pid)]).astype(float) >= MAX_WAIT_SHARE
+            on_cpu = (cpu_share >= MIN_CPU_SHARE).fillna(False).astype(bool)
+            busy = busy & (on_cpu | ~process_waits)
+        threads[(int(pid), int(tid))] = {
+            "rows": rows,
+            "share": share,
+            "active": active,
+            "busy": busy,
+            "cpu_share": cpu_share,
+        }
     for (pid, tid), th in threads.items():
         rows, share, active, busy = th["rows"], th["share"], th["active"], th["busy"]
         comm, process = str(rows["comm"].iloc[0]), str(rows["process_comm"].iloc[0])
@@ -106,6 +128,9 @@ def _evaluate(run: RunView) -> list[Finding]:
             "empty_share_pct": round(100 * int(rows["ret_zero"].sum()) / calls, 1) if calls else None,
             "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
             "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
+            "cpu_share_busy_pct": round(100 * float(th["cpu_share"][busy].mean()), 1)
+            if busy.any() and th["cpu_share"][busy].notna().any()
+            else None,
             "per_thread": per_thread_data,
             "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
         }
