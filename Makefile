@@ -42,8 +42,8 @@ demo: setup ## run the accept-overflow lab end to end and print the run director
 	@scripts/doctor -q || { echo "doctor: tracepoints do not attach here; see build/doctor.json" >&2; exit 1; }
 	@scripts/lab accept-overflow $(VARIANT)
 
-test: setup ## run the whole test suite (unit + integration with real bpftrace)
-	@$(PY) -m pytest -q --durations=8 $(PYTEST_ARGS)
+test: setup ## run the whole test suite (unit + integration with real bpftrace; scripts/test-suite)
+	@scripts/test-suite $(PYTEST_ARGS)
 
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 	@scripts/lab $(LAB) $(VARIANT) $(if $(OUT),--out $(OUT))
