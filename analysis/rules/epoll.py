@@ -96,17 +96,25 @@ def _evaluate(run: RunView) -> list[Finding]:
         active = rows["events_sum"] >= MIN_EVENTS
         finds_work = rows["ret_zero"] <= MAX_EMPTY_SHARE * rows["calls"]
         busy = active & (share < MAX_WAIT_SHARE) & finds_work
+        cpu_overall = None
         cpu_share = rows["cpu_ns"].astype("Float64") / (interval * 1e9)  # NA: not recorded (contract < 4)
         if cpu_share.notna().any():
+            # Over the thread's whole span, not per interval: the CPU clock is read at its sampled
+            # calls only, and a loop busy with long requests makes few (loop0: ~1 a second, so
+            # one row's difference covered 0.1 s or 1.7 s). The first row's covers the thread's
+            # life before the capture: left out.
+            later = rows["cpu_ns"].iloc[1:].astype("Float64")
+            span = float(rows["time_s"].iloc[-1] - rows["time_s"].iloc[0])
+            cpu_overall = float(later.sum()) / (span * 1e9) if span > 0 and later.notna().any() else None
+            on_cpu = cpu_overall is not None and cpu_overall >= MIN_CPU_SHARE
             process_waits = rows["time_s"].map(process_wait.loc[int(pid)]).astype(float) >= MAX_WAIT_SHARE
-            on_cpu = (cpu_share >= MIN_CPU_SHARE).fillna(False).astype(bool)
             busy = busy & (on_cpu | ~process_waits)
         threads[(int(pid), int(tid))] = {
             "rows": rows,
             "share": share,
             "active": active,
             "busy": busy,
-            "cpu_share": cpu_share,
+            "cpu_overall": cpu_overall,
         }
     for (pid, tid), th in threads.items():
         rows, share, active, busy = th["rows"], th["share"], th["active"], th["busy"]
@@ -128,9 +136,7 @@ def _evaluate(run: RunView) -> list[Finding]:
             "empty_share_pct": round(100 * int(rows["ret_zero"].sum()) / calls, 1) if calls else None,
             "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
             "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
-            "cpu_share_busy_pct": round(100 * float(th["cpu_share"][busy].mean()), 1)
-            if busy.any() and th["cpu_share"][busy].notna().any()
-            else None,
+            "cpu_share_busy_pct": round(100 * th["cpu_overall"], 1) if th["cpu_overall"] is not None else None,
             "per_thread": per_thread_data,
             "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
         }
