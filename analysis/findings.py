@@ -7,6 +7,7 @@ logic, so the numbers can be tested without parsing sentences.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -28,7 +29,7 @@ class Link:
 
     def __post_init__(self) -> None:
         # Plain Python numbers: numpy scalars would reach verdicts.json as strings.
-        self.evidence = _plain(self.evidence)
+        self.evidence = plain(self.evidence)
 
 
 @dataclass
@@ -52,11 +53,12 @@ class Finding:
         return asdict(self)
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
+def plain(v: Any) -> Any:
+    """numpy scalars as Python numbers, recursively through dicts and lists."""
+    if isinstance(v, Mapping):
+        return {k: plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return type(v)(_plain(x) for x in v)
+        return type(v)(plain(x) for x in v)
     if hasattr(v, "item") and getattr(v, "ndim", None) == 0:
         return v.item()
     return v

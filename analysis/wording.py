@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .findings import Finding, Link
+from .findings import Finding, Link, plain
 from .kernel import SYN_RETRY_US, TCP_TIMEWAIT_LEN_S, TW_REUSE_AFTER_S
 
 TITLES = {
@@ -482,17 +482,6 @@ def is_missing(v: Any) -> bool:
     if hasattr(v, "item") and not isinstance(v, (str, bytes)) and getattr(v, "ndim", 1) == 0:
         return is_missing(v.item())
     return isinstance(v, (str, list, tuple, dict, set)) and len(v) == 0
-
-
-def plain(v: Any) -> Any:
-    """numpy scalars as Python numbers, recursively through dicts and lists."""
-    if isinstance(v, Mapping):
-        return {k: plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return type(v)(plain(x) for x in v)
-    if hasattr(v, "item") and getattr(v, "ndim", None) == 0:
-        return v.item()
-    return v
 
 
 def join_words(items: Sequence[str]) -> str:

@@ -69,8 +69,8 @@ def flow_rates(flows: pd.DataFrame) -> dict[str, Any]:
     """Retransmit rate of an endpoint's flows against their own data segments, and the worst flow."""
     sent = int(flows["data_segs_out"].sum())
     resent = int(flows["data_segs"].sum())
-    per = flows.groupby(["lport", "rport"])[["data_segs", "data_segs_out"]].sum()
-    per = per[per["data_segs_out"] > 0]
+    by_flow = flows.groupby(["lport", "rport"])[["data_segs", "data_segs_out"]].sum()
+    per = by_flow[by_flow["data_segs_out"] > 0]
     worst: dict[str, Any] = {}
     if not per.empty:
         rate = per["data_segs"] / per["data_segs_out"]
@@ -80,8 +80,7 @@ def flow_rates(flows: pd.DataFrame) -> dict[str, Any]:
     # fault: it is named, not only its endpoint.
     dominant: dict[str, Any] = {}
     if resent:
-        by_flow = flows.groupby(["lport", "rport"])["data_segs"].sum()
-        (lp, rp), top = by_flow.idxmax(), int(by_flow.max())
+        (lp, rp), top = by_flow["data_segs"].idxmax(), int(by_flow["data_segs"].max())
         if top >= DOMINANT_FLOW_SHARE * resent:
             dominant = {"flow_lport": int(lp), "flow_rport": int(rp), "flow_share_pct": round(100 * top / resent, 1)}
     return {
