@@ -153,6 +153,7 @@ def test_bursts_draining_at_interval_ends_stay_sizing() -> None:
         ("accept-overflow-sizing-phase", "sizing"),
         ("accept-overflow-sizing-busy", "sizing"),
         ("accept-overflow-sizing", "sizing"),
+        ("accept-overflow-sizing-drift", "sizing"),
         ("accept-overflow-queue", "capacity"),
     ]:
         (f,) = [x for x in accept_queue.evaluate(Run.open(fixture_run(name))) if x.status != "absent"]
