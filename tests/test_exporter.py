@@ -13,7 +13,9 @@ from analysis import exporter
 from tests.conftest import FIXTURES, ROOT
 
 RAW = sorted(FIXTURES.glob("*/probe_*.out"))
-PROBE_SOURCE = {f: (ROOT / "probes" / f"{f}.bt").read_text() for f in ("accept_queue", "retransmits", "time_wait", "epoll")}
+PROBE_SOURCE = {
+    f: (ROOT / "probes" / f"{f}.bt").read_text() for f in ("accept_queue", "retransmits", "time_wait", "epoll")
+}
 
 
 def _parse_stream(raw: Path, source: str, chunk: int = 4096) -> dict[str, list[dict[str, object]]]:
@@ -63,7 +65,7 @@ def test_stream_parser_gives_the_rows_probe_to_csv_gives(raw: Path, tmp_path: Pa
         have_rows = sorted(tuple(str(h[c]) for c in cols) for h in have)
         assert have_rows == want_rows, f.stem
         compared += len(want_rows) * len(cols)
-    if any(len(list(csv.reader(open(f)))) > 1 for f in want_files):
+    if any(len(f.read_text(errors="replace").splitlines()) > 1 for f in want_files):
         assert compared > 0
 
 

@@ -56,7 +56,12 @@ def test_every_alert_uses_known_metrics_and_links_an_existing_runbook_section() 
         if line.startswith("## ")
     }
     names = {r["alert"] for r in rules}
-    assert {"TQAcceptQueueOverflow", "TQSynRetransmits", "TQEphemeralPortsNearExhaustion", "TQEventLoopNeverBlocked"} <= names
+    assert {
+        "TQAcceptQueueOverflow",
+        "TQSynRetransmits",
+        "TQEphemeralPortsNearExhaustion",
+        "TQEventLoopNeverBlocked",
+    } <= names
     for r in rules:
         unknown = _metric_names(r["expr"]) - set(exporter.METRICS) - NODE_EXPORTER_METRICS
         assert not unknown, (r["alert"], unknown)
@@ -105,7 +110,9 @@ def test_textfiles_from_real_probe_output_pass_promtool_and_stay_bounded(tmp_pat
     listener) and of the busy labs, through the exporter's rows and writer: each file
     passes `promtool check metrics`, has no timestamps, and with --top 2 no family has
     more than 2 objects plus "other"."""
-    ex = exporter.Exporter(exporter.parse_args(["--prom-dir", str(tmp_path / "prom"), "--state-dir", str(tmp_path / "st"), "--top", "2"]))
+    ex = exporter.Exporter(
+        exporter.parse_args(["--prom-dir", str(tmp_path / "prom"), "--state-dir", str(tmp_path / "st"), "--top", "2"])
+    )
     ex.out.mkdir(parents=True)
     ex.ns.scan(time.monotonic())
     fed = 0
