@@ -1,0 +1,213 @@
+"""Exporter mode end to end with real parts: scripts/monitor (real bpftrace) writes textfiles,
+Debian's prometheus-node-exporter serves them, Debian's prometheus scrapes it and evaluates
+monitoring/tq.rules.yml. In a namespace the test creates after the monitor started, one
+listener overflows (backlog 8, a slow accept loop under more load than it can take) beside a
+healthy one (backlog 4096, same load); the alert must fire for the first and not the second.
+A probe killed mid-run must come back, and the monitor must outlive the namespace."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+BIN = ROOT / "build" / "bin"
+NS = f"tq-prom-{os.getpid()}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _query(prom: str, q: str) -> list[dict]:
+    return _get(f"{prom}/api/v1/query?query={urllib.parse.quote(q)}")["data"]["result"]
+
+
+def _wait(what: str, fn, timeout: float = 60, every: float = 0.5):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = fn()
+        except OSError as e:  # not listening yet
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+class Procs:
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], log: Path, **kw) -> subprocess.Popen:
+        p = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+@pytest.fixture
+def stack(kernel, tmp_path: Path) -> Iterator[dict]:
+    for tool in ("prometheus", "prometheus-node-exporter", "promtool"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: make setup installs Debian's prometheus packages")
+    procs = Procs()
+    textfiles, state = tmp_path / "textfiles", tmp_path / "monitor-state"
+    ne_port, prom_port = _free_port(), _free_port()
+    try:
+        monitor = procs.start(
+            [str(ROOT / "scripts" / "monitor"), "--prom-dir", str(textfiles), "--state-dir", str(state),
+             "--interval", "1", "--probes", "accept_queue,retransmits", "--socket-scan", "2"],
+            tmp_path / "monitor.log",
+        )  # fmt: skip
+        procs.start(
+            ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{ne_port}", "--collector.disable-defaults",
+             "--collector.textfile", f"--collector.textfile.directory={textfiles}"],
+            tmp_path / "node-exporter.log",
+        )  # fmt: skip
+        (tmp_path / "prometheus.yml").write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            f"rule_files: ['{ROOT / 'monitoring' / 'tq.rules.yml'}']\n"
+            "scrape_configs:\n"
+            f"  - job_name: node\n    static_configs: [{{targets: ['127.0.0.1:{ne_port}']}}]\n"
+        )
+        procs.start(
+            ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            tmp_path / "prometheus.log",
+        )  # fmt: skip
+        _wait("the monitor's probes", lambda: (state / "ready").exists() or monitor.poll() is not None, 60)
+        assert monitor.poll() is None, (tmp_path / "monitor.log").read_text()
+        # The namespace comes after the monitor: it must be found while running.
+        subprocess.run(["ip", "netns", "add", NS], check=True)
+        subprocess.run(["ip", "-n", NS, "link", "set", "lo", "up"], check=True)
+        yield {"procs": procs, "tmp": tmp_path, "prom": f"http://127.0.0.1:{prom_port}", "monitor": monitor,
+               "state": state, "textfiles": textfiles}  # fmt: skip
+    finally:
+        procs.stop()
+        subprocess.run(["ip", "netns", "del", NS], capture_output=True)
+    # A clean stop removes the textfiles (stale numbers are worse than none).
+    assert not list(textfiles.glob("tq_*.prom"))
+
+
+def test_alert_fires_for_the_overflowing_listener_only(stack: dict) -> None:
+    lab = Procs()
+    try:
+        _overflow_and_check(stack, lab)
+    finally:
+        lab.stop()
+
+
+def _overflow_and_check(stack: dict, procs: Procs) -> None:
+    tmp, prom = stack["tmp"], stack["prom"]
+    netns = ["ip", "netns", "exec", NS]
+    for port, backlog, delay in (("8081", "8", "20ms"), ("8080", "4096", "0s")):
+        procs.start(
+            [*netns, str(BIN / "aqserver"), "-listen", f"127.0.0.1:{port}", "-backlog", backlog,
+             "-accept-delay", delay, "-ready-file", str(tmp / f"ready-{port}")],
+            tmp / f"aqserver-{port}.log",
+        )  # fmt: skip
+    _wait("both servers", lambda: (tmp / "ready-8081").exists() and (tmp / "ready-8080").exists(), 10, 0.1)
+    # 100 connections/s on each: the slow listener accepts 50/s at most.
+    for port in ("8081", "8080"):
+        procs.start(
+            [*netns, str(BIN / "connload"), "-target", f"127.0.0.1:{port}", "-rate", "100", "-duration", "40s",
+             "-connect-timeout", "3s", "-out", str(tmp / f"connects-{port}.csv")],
+            tmp / f"connload-{port}.log",
+        )  # fmt: skip
+
+    def firing() -> list[dict]:
+        alerts = _get(f"{prom}/api/v1/alerts")["data"]["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == "TQAcceptQueueOverflow" and a["state"] == "firing"]
+
+    alerts = _wait("TQAcceptQueueOverflow firing", firing, 60)
+    assert {a["labels"]["lport"] for a in alerts} == {"8081"}, alerts
+    (alert,) = alerts
+    assert alert["labels"]["laddr"] == "127.0.0.1"
+    assert alert["annotations"]["runbook_url"].endswith("docs/runbooks.md#tqacceptqueueoverflow")
+
+    # Per-listener series, from that listener's own numbers, in the namespace the test made.
+    ns_inode = str(os.stat(f"/run/netns/{NS}").st_ino)
+    assert alert["labels"]["netns"] == ns_inode
+
+    def value(q: str) -> float:
+        (r,) = _query(prom, q)
+        return float(r["value"][1])
+
+    sel = f'netns="{ns_inode}",laddr="127.0.0.1"'
+    assert value(f'tq_listener_queue_limit{{{sel},lport="8081"}}') == 8
+    assert value(f'tq_listener_queue_limit{{{sel},lport="8080"}}') == 4096
+    assert value(f'max_over_time(tq_listener_queue_depth_max{{{sel},lport="8081"}}[1m])') > 8
+    assert value(f'max_over_time(tq_listener_queue_depth_max{{{sel},lport="8080"}}[1m])') < 64
+    assert value(f'tq_listener_queue_full_total{{{sel},lport="8081"}}') > 0
+    assert value(f'tq_listener_queue_full_total{{{sel},lport="8080"}}') == 0
+    assert value(f'tq_listener_accepted_total{{{sel},lport="8080"}}') > 100
+    assert value(f'tq_netns_listen_overflows_total{{netns="{ns_inode}"}}') > 0
+    assert value(f'tq_netns_info{{netns="{ns_inode}",name="{NS}"}}') == 1
+    # The clients in the namespace re-sent SYNs toward the slow listener only.
+    syn = _query(prom, f'tq_endpoint_retrans_syn_segments_total{{netns="{ns_inode}",side="client"}} > 0')
+    assert {r["metric"]["port"] for r in syn} == {"8081"}, syn
+
+    # A probe that dies is restarted, and says so.
+    pid = next(
+        int(p) for p in os.listdir("/proc") if p.isdigit() and _is_probe(int(p), "accept_queue", stack["monitor"].pid)
+    )
+    os.kill(pid, signal.SIGKILL)
+    _wait(
+        "the accept_queue probe restarted and up",
+        lambda: (
+            _query(prom, 'tq_probe_restarts_total{probe="accept_queue",reason="died"} >= 1')
+            and _query(prom, 'tq_probe_up{probe="accept_queue"} == 1')
+        ),
+        30,
+    )
+    assert stack["monitor"].poll() is None
+
+    # The namespace goes away (servers and clients first): the monitor keeps writing.
+    procs.stop()
+    subprocess.run(["ip", "netns", "del", NS], check=True)
+    before = (stack["textfiles"] / "tq_exporter.prom").stat().st_mtime
+    time.sleep(3)
+    assert stack["monitor"].poll() is None, (tmp / "monitor.log").read_text()
+    assert (stack["textfiles"] / "tq_exporter.prom").stat().st_mtime > before
+
+
+def _is_probe(pid: int, family: str, parent: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return ppid == parent and cmd[0].endswith(b"bpftrace") and any(c.endswith(f"{family}.bt".encode()) for c in cmd)
