@@ -24,12 +24,15 @@ PAIRS     ?=
 CASES     ?=
 PYTEST_ARGS ?=
 TARGETS   ?=
+PROM_DIR  ?= /var/lib/prometheus/node-exporter
+MONITOR_INTERVAL ?= 5
+TOP       ?=
 
-.PHONY: help setup doctor demo test lab capture report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture monitor soak-monitor report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN A B REPEAT SET KIND RATES BACKLOGS SECONDS PORT PAIRS CASES"
+	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN A B REPEAT SET KIND RATES BACKLOGS SECONDS PORT PAIRS CASES PROM_DIR MONITOR_INTERVAL TOP"
 	@echo "  (see README.md)"
 
 setup: ## install apt packages, .venv and Go lab binaries (idempotent)
@@ -51,6 +54,13 @@ lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 capture: setup ## capture: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
 	@scripts/capture --duration $(DURATION) --interval $(INTERVAL) \
 		$(foreach n,$(NETNS),--netns $(n)) $(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
+
+monitor: setup ## exporter mode until Ctrl-C: tq_*.prom for node_exporter's textfile collector (PROM_DIR= MONITOR_INTERVAL= PROBES= TOP=)
+	@scripts/monitor --prom-dir $(PROM_DIR) --interval $(MONITOR_INTERVAL) \
+		$(if $(PROBES),--probes $(PROBES)) $(if $(TOP),--top $(TOP))
+
+soak-monitor: setup ## exporter mode for 30 min beside the busy-host labs: series count and memory (build/soak-monitor.csv)
+	@scripts/soak-monitor
 
 report: setup ## (re)write verdicts.json, report.md and plots for RUN (default runs/latest)
 	@$(PY) -m analysis report $(RUN)

@@ -144,3 +144,9 @@ def test_textfiles_from_real_probe_output_pass_promtool_and_stay_bounded(tmp_pat
         objs = {tuple(m) for m in re.findall(r"\{" + ",".join(f'{k}="([^"]*)"' for k in labels) + r"\}", text)}
         assert len(objs - {("other",) * len(labels)}) <= 2, (fam, objs)
     assert re.search(r'tq_exporter_objects\{family="loop",state="other"\} [1-9]', text)
+
+
+def test_metrics_doc_is_current() -> None:
+    assert (MON / "metrics.md").read_text() == exporter.metrics_doc(), (
+        "run: python3 analysis/exporter.py --metrics-doc > monitoring/metrics.md"
+    )
