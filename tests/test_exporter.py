@@ -128,3 +128,22 @@ def test_hex_addresses_from_proc_net_tcp() -> None:
     assert exporter._hexaddr("0100007F") == "127.0.0.1"
     assert exporter._hexaddr("0000000000000000FFFF00000100007F") == "127.0.0.1"
     assert exporter._hexaddr("00000000000000000000000001000000") == "::1"
+
+
+def test_listener_gauges_survive_one_write_without_a_row(tmp_path: Path) -> None:
+    """The probe's interval and the writes are not in phase: one write without the
+    listener's row keeps its depth; the second one says the queue was empty."""
+    ex = exporter.Exporter(exporter.parse_args(["--prom-dir", str(tmp_path / "p"), "--state-dir", str(tmp_path / "s")]))
+    ex.out.mkdir(parents=True)
+    row = {"netns": 1, "family": 2, "laddr": "127.0.0.1", "lport": 8081, "limit": 8, "enqueues": 30,
+           "depth_max": 9, "full_events": 4, "depth_now": 9, "accepted": 20}  # fmt: skip
+    ex.row("aq_listener", {"time_s": 1, **row})
+    depths = []
+    for _ in range(3):
+        ex.write(0.0)
+        text = (ex.out / "tq_accept_queue.prom").read_text()
+        depths.append(
+            int(text.split('tq_listener_queue_depth{netns="1",laddr="127.0.0.1",lport="8081"} ')[1].split()[0])
+        )
+    assert depths == [9, 9, 0]
+    assert 'tq_listener_queue_full_total{netns="1",laddr="127.0.0.1",lport="8081"} 4' in text
