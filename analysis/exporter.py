@@ -983,6 +983,25 @@ class Exporter:
     def write(self, now: float) -> None:
         for f in self.fams.values():
             f.settle(now)
+        # Gauges describe the last interval. The probe's clock and ours are not in phase, so
+        # one write can fall before the interval's row and the next get two: a gauge is
+        # reset only after two writes without a row. Then a listener had no arrivals,
+        # accepts or queue (depth 0); a thread made no sampled call, so it has no ratio to
+        # show (it may be blocked in one long wait, counted when the call returns): no
+        # gauge rather than a 0.
+        for fname in ("listener", "loop"):
+            for o in self.fams[fname].objs.values():
+                if o.gauges.pop("_fresh", None):
+                    o.gauges["_stale"] = 0
+                    continue
+                o.gauges["_stale"] = o.gauges.get("_stale", 0) + 1
+                if o.gauges["_stale"] < 2:
+                    continue
+                if fname == "listener":
+                    o.gauges["listener_queue_depth_max"] = 0
+                    o.gauges["listener_queue_depth"] = 0
+                else:
+                    o.gauges = {"_stale": o.gauges["_stale"]}
         lines: dict[str, list[str]] = {f: [] for f in FILES}
         values: dict[str, list[tuple[dict[str, str], float]]] = {m: [] for m in METRICS}
 
@@ -1005,25 +1024,6 @@ class Exporter:
                     put(k, lab, v)
             put("exporter_objects", {"family": fname, "state": "exported"}, len(fam.exported))
             put("exporter_objects", {"family": fname, "state": "other"}, len(fam.objs) - len(fam.exported))
-        # Gauges describe the last interval. The probe's clock and ours are not in phase, so
-        # one write can fall before the interval's row and the next get two: a gauge is
-        # reset only after two writes without a row. Then a listener had no arrivals,
-        # accepts or queue (depth 0); a thread made no sampled call, so it has no ratio to
-        # show (it may be blocked in one long wait, counted when the call returns): no
-        # gauge rather than a 0.
-        for fname in ("listener", "loop"):
-            for o in self.fams[fname].objs.values():
-                if o.gauges.pop("_fresh", None):
-                    o.gauges["_stale"] = 0
-                    continue
-                o.gauges["_stale"] = o.gauges.get("_stale", 0) + 1
-                if o.gauges["_stale"] < 2:
-                    continue
-                if fname == "listener":
-                    o.gauges["listener_queue_depth_max"] = 0
-                    o.gauges["listener_queue_depth"] = 0
-                else:
-                    o.gauges = {"_stale": o.gauges["_stale"]}
         for ino in self.netns_to_watch():
             lab = {"netns": str(ino)}
             for k, v in self.ns.counters(ino).items():
