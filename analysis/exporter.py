@@ -251,6 +251,11 @@ NETNS_COUNTERS = {
 }
 
 
+# The probe records the exporter turns into metrics; the others (per-flow rt_flow, per-call
+# aq_listen, per-process aq_accept, rt_resets) are skipped without keeping any state.
+ROWS_USED = {"aq_listener", "rt_endpoint", "tw_connect", "tw_close", "ep_loop"}
+
+
 def log(msg: str) -> None:
     print(f"monitor: {msg}", file=sys.stderr, flush=True)
 
@@ -286,7 +291,8 @@ class ProbeParser:
     by position; totals rows are emitted when the next '=== <epoch>' marker arrives, for
     keys whose counters moved."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, only: set[str] | None = None) -> None:
+        self.only = only  # records to keep (None: all); the others keep no state
         self.counters, self.maxed = probe_counters(source)
         self.records: dict[str, Record] = {}
         self.cur: dict[tuple[str, str], dict[str, int]] = {}
@@ -382,6 +388,8 @@ class ProbeParser:
             if rec not in self.records or not re.fullmatch(r"-?[0-9]+", val):
                 self.bad += 1
                 return
+            if self.only is not None and rec not in self.only:
+                return
             r = self.records[rec]
             if col not in r.counters:  # an older probe's column: learn it (as probe-to-csv does)
                 self.counters.setdefault(rec, []).append(col)
@@ -401,6 +409,8 @@ class ProbeParser:
         rec = self._csv_rec(s)
         if not rec:
             self.bad += 1
+            return
+        if self.only is not None and rec not in self.only:
             return
         r = self.records[rec]
         parts = self._rebuild(s[len(rec) + 1 :].split(","), len(r.columns) + 1, r.comm + 1 if r.comm >= 0 else -1, ",")
@@ -778,7 +788,7 @@ class Exporter:
         assert p.proc.stdout is not None
         os.set_blocking(p.proc.stdout.fileno(), False)
         self.sel.register(p.proc.stdout, selectors.EVENT_READ, p)
-        p.parser = ProbeParser(p.file.read_text())
+        p.parser = ProbeParser(p.file.read_text(), ROWS_USED)
         p.buf = b""
         p.started_at = p.last_output = time.monotonic()
 

@@ -93,7 +93,7 @@ def test_metric_names_follow_the_conventions() -> None:
 
 def _feed(ex: exporter.Exporter, raw: Path, family: str) -> int:
     """Rows as a live probe gives them, with a write after each interval (as the exporter does)."""
-    p = exporter.ProbeParser((ROOT / "probes" / f"{family}.bt").read_text())
+    p = exporter.ProbeParser((ROOT / "probes" / f"{family}.bt").read_text(), exporter.ROWS_USED)
     n, last = 0, None
     for line in raw.read_text(errors="replace").splitlines():
         for rec, row in p.feed(line):
