@@ -973,24 +973,30 @@ class Exporter:
                     fam.objs[key].score += used / 1000
 
     def netns_to_watch(self) -> list[int]:
-        """Host, the namespaces ip-netns names, and the namespaces of objects the probes saw
-        (idle for less than ttl); at most 4 * top."""
+        """At most --top namespaces: the exporter's own, those of exported objects (an alert
+        joins a listener to its namespace's counters), then those ip-netns names, then the
+        others the probes saw within --ttl."""
         now = time.monotonic()
         for ino, t in list(self.ns_seen.items()):
             if now - t > self.args.ttl:
                 del self.ns_seen[ino]
-        keep = (
-            [self.ns.host]
-            + [i for i in self.ns.names if i != self.ns.host]
-            + sorted(self.ns_seen, key=lambda i: -self.ns_seen[i])
+        of_objects = sorted(
+            {int(k[0]) for f in ("listener", "endpoint", "destination") for k in self.fams[f].exported},
+            key=lambda i: -self.ns_seen.get(i, 0.0),
         )
+        keep = [self.ns.host, *of_objects, *self.ns.names, *sorted(self.ns_seen, key=lambda i: -self.ns_seen[i])]
         out: list[int] = []
         for i in keep:
             if i not in out and i in self.ns.pid:
                 out.append(i)
-        return out[: 4 * self.top]
+        return out[: self.top]
 
     def write(self, now: float) -> None:
+        # A thread that exited has no more numbers: its series end now, not after --ttl.
+        loops = self.fams["loop"]
+        for key in [k for k in loops.objs if not os.path.exists(f"/proc/{k[0]}/task/{k[1]}")]:
+            del loops.objs[key]
+            loops.exported.discard(key)
         for f in self.fams.values():
             f.settle(now)
         # Gauges describe the last interval. The probe's clock and ours are not in phase, so

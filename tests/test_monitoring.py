@@ -143,7 +143,9 @@ def test_textfiles_from_real_probe_output_pass_promtool_and_stay_bounded(tmp_pat
     for fam, labels in exporter.OBJECT_LABELS.items():
         objs = {tuple(m) for m in re.findall(r"\{" + ",".join(f'{k}="([^"]*)"' for k in labels) + r"\}", text)}
         assert len(objs - {("other",) * len(labels)}) <= 2, (fam, objs)
-    assert re.search(r'tq_exporter_objects\{family="loop",state="other"\} [1-9]', text)
+    assert re.search(r'tq_exporter_objects\{family="listener",state="other"\} [1-9]', text)
+    # The captures' threads exited long ago: no loop series is left for them.
+    assert 'tq_exporter_objects{family="loop",state="exported"} 0' in text
 
 
 def test_metrics_doc_is_current() -> None:
