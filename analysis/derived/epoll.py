@@ -40,7 +40,8 @@ def per_thread(run: RunLike) -> pd.DataFrame:
     g["comm"] = [names[(p, t)] for p, t in zip(g["pid"], g["tid"], strict=True)]
     main = ep[ep["pid"] == ep["tid"]].groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
     anyname = ep.groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
-    g["process_comm"] = g["pid"].map(main).fillna(g["pid"].map(anyname))
+    # Not map().fillna(): with no main thread seen at all, map() gives an Int64 column strings cannot fill.
+    g["process_comm"] = [main[p] if p in main.index else anyname[p] for p in g["pid"]]
     return g
 
 
