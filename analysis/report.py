@@ -33,6 +33,7 @@ def verdicts(run: Run, findings: list[Finding], measured: dict[str, Any]) -> dic
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "run_complete": bool(run.metadata.get("complete")),
         "stop_reason": run.metadata.get("stop_reason"),
+        "scope": run.scope,
         "missing_tables": dict(run.missing),
         "input_notes": list(run.notes),
         "rules": [{"kind": r.kind, "inputs": list(r.inputs)} for r in RULES],
@@ -123,6 +124,12 @@ def markdown(run: Run, findings: list[Finding], figures: list[tuple[str, Path]],
         + ", ".join(f"{k} ({v.get('tier')} tier, {v.get('status')})" for k, v in m.get("probes", {}).items()),
         "- Namespaces sampled: " + ", ".join(f"{n['label']} ({n['inode']})" for n in m.get("netns", [])),
     ]
+    if run.scope == "sampled":
+        aside = ", ".join(f"{k} {v}" for k, v in run.out_of_scope.items())
+        lines.append(
+            "- Scope: the sampled namespaces only (capture --scope sampled: hosts sharing one kernel); probe rows "
+            "of other namespaces set aside: " + (aside or "none") + "."
+        )
     missed = {k: v.get("recursion_misses") for k, v in m.get("probes", {}).items() if v.get("recursion_misses")}
     if missed:
         lines.append(

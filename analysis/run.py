@@ -695,8 +695,48 @@ class Run:
                     lines = [ld.lines[i] for i in up.index]
                     self._loaded[name] = Loaded(up.reset_index(drop=True), lines, ld.last_line, ld.notes, len(ld.df))
                 self.notes += self._loaded[name].notes
+                self._loaded[name] = self._scoped(name, self._loaded[name])
             self._cache[name] = self._loaded[name].df
         return self._cache[name]
+
+    @property
+    def scope(self) -> str:
+        """all (default): every namespace the probes saw is judged; sampled: only the sampled ones."""
+        return str(self.metadata.get("scope", "all"))
+
+    @cached_property
+    def out_of_scope(self) -> dict[str, int]:
+        """Probe rows set aside by scope "sampled", per table."""
+        return {}
+
+    @cached_property
+    def scope_pids(self) -> set[int]:
+        """Processes of the sampled namespaces that the run saw: listening there (ss -p in the namespace), or
+        calling listen() or accept() on one of its sockets, or failing a connect there (probes)."""
+        sampled = {int(ns["inode"]) for ns in self.metadata["netns"]}
+        pids: set[int] = set()
+        for name in ("listeners", "aq_listen", "aq_accept", "tw_connect"):
+            df = self.table(name)
+            pids |= {int(p) for p in df.loc[df["netns"].isin(sampled), "pid"].dropna() if int(p) > 0}
+        return pids
+
+    def _scoped(self, name: str, ld: Loaded) -> Loaded:
+        """Under scope "sampled", a probe table without the rows of namespaces that were not sampled (the
+        probes see the whole kernel: other containers, other namespace "hosts"). ep_loop has no namespace
+        column: it keeps the threads of scope_pids. rows_in_file keeps the file's count for the cross-checks."""
+        t = TABLES[name]
+        if self.scope != "sampled" or not t.probe or ld.df.empty:
+            return ld
+        if "netns" in t.column_names:
+            keep = ld.df["netns"].isin({int(ns["inode"]) for ns in self.metadata["netns"]})
+        else:
+            keep = ld.df["pid"].isin(self.scope_pids)
+        mask = keep.fillna(False).to_numpy(dtype=bool)
+        if mask.all():
+            return ld
+        self.out_of_scope[name] = int((~mask).sum())
+        lines = [n for n, k in zip(ld.lines, mask, strict=True) if k]
+        return Loaded(ld.df[mask].reset_index(drop=True), lines, ld.last_line, ld.notes, _rows_in_file(ld))
 
     @cached_property
     def _cache(self) -> dict[str, pd.DataFrame]:

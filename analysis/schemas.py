@@ -1062,6 +1062,13 @@ METADATA_SCHEMA = _obj(
         "command": _t("string", "command line of the capture"),
         "reaped_at": _t("string", "when a later run reaped this one (ISO 8601 UTC)"),
         "reaped_by": _t("string", "what reaped it"),
+        "scope": _t(
+            "string",
+            "which namespaces the analysis judges (absent: all): sampled keeps only the probe rows of the sampled "
+            "namespaces, and epoll threads of processes seen listening or accepting in one (for hosts that share "
+            "one kernel: containers, namespace hosts; scripts/capture --scope)",
+            enum=["all", "sampled"],
+        ),
         "netns": _t(
             "array",
             "sampled namespaces",
