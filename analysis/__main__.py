@@ -1,4 +1,4 @@
-"""Command line: python -m analysis {report,validate,compare,sweep,schema-doc} ..."""
+"""Command line: python -m analysis {report,validate,compare,sweep,fleet,schema-doc} ..."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("dir")
     w = sub.add_parser("sweep", help="analyse a sweep directory written by scripts/sweep")
     w.add_argument("dir")
+    fl = sub.add_parser("fleet", help="one report over a fleet capture (DIR/<host>/ runs): fleet.md, fleet.json")
+    fl.add_argument("dir")
     sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/schemas.py)")
     args = p.parse_args(argv)
     try:
@@ -71,6 +73,18 @@ def main(argv: list[str] | None = None) -> int:
             md, df = write_sweep(args.dir)
             print(df.to_string(index=False))
             print(f"sweep: {md}")
+        elif args.cmd == "fleet":
+            from .fleet import CAPTURE_FAILED
+            from .fleet import write as write_fleet
+
+            md, hosts = write_fleet(args.dir)
+            for h in hosts:
+                if h.error:
+                    print(f"{h.name}: {CAPTURE_FAILED}: {h.error}")
+                else:
+                    found = sorted({f"{f.kind} ({f.status})" for f in h.real})
+                    print(f"{h.name}: " + (", ".join(found) if found else "no finding"))
+            print(f"fleet: {md}")
         elif args.cmd == "schema-doc":
             from .schemas import schema_doc
 
