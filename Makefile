@@ -27,12 +27,14 @@ TARGETS   ?=
 PROM_DIR  ?= /var/lib/prometheus/node-exporter
 MONITOR_INTERVAL ?= 5
 TOP       ?=
+INVENTORY ?=
+SCOPE     ?= all
 
-.PHONY: help setup doctor demo test lab capture monitor soak-monitor report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
-	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN A B REPEAT SET KIND RATES BACKLOGS SECONDS PORT PAIRS CASES PROM_DIR MONITOR_INTERVAL TOP"
+	@echo "  variables: LAB VARIANT DURATION INTERVAL NETNS PROBES OUT RUN A B REPEAT SET KIND RATES BACKLOGS SECONDS PORT PAIRS CASES PROM_DIR MONITOR_INTERVAL TOP INVENTORY SCOPE"
 	@echo "  (see README.md)"
 
 setup: ## install apt packages, .venv and Go lab binaries (idempotent)
@@ -54,6 +56,11 @@ lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 capture: setup ## capture: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
 	@scripts/capture --duration $(DURATION) --interval $(INTERVAL) \
 		$(foreach n,$(NETNS),--netns $(n)) $(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
+
+fleet: setup ## capture on the hosts of an Ansible inventory, one report: make fleet INVENTORY=hosts.ini DURATION=60 [SCOPE=sampled PROBES= OUT=]
+	@[[ -n "$(INVENTORY)" ]] || { echo "make fleet needs INVENTORY= (an Ansible inventory; scripts/fleet --help)" >&2; exit 2; }
+	@scripts/fleet -i $(INVENTORY) --duration $(DURATION) --interval $(INTERVAL) --scope $(SCOPE) \
+		$(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
 
 monitor: setup ## exporter mode until Ctrl-C: tq_*.prom for node_exporter's textfile collector (PROM_DIR= MONITOR_INTERVAL= PROBES= TOP=)
 	@scripts/monitor --prom-dir $(PROM_DIR) --interval $(MONITOR_INTERVAL) \
