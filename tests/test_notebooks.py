@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import nbformat
@@ -82,7 +83,21 @@ def test_make_notebook_serves_the_notebooks(tmp_path) -> None:
             time.sleep(0.1)
         assert token, log.read_text()[-2000:]
         url = f"http://127.0.0.1:{port}/api/contents?token={token}"
-        listing = json.loads(urllib.request.urlopen(url, timeout=10).read())
+        # Seen once in a CI run beside the VM leg: the URL was printed and the first request
+        # was refused. Give the server 20 s to answer, and show its log if it never does.
+        listing = None
+        for _ in range(40):
+            try:
+                listing = json.loads(urllib.request.urlopen(url, timeout=10).read())
+                break
+            except ConnectionRefusedError:
+                pass
+            except urllib.error.URLError as e:
+                if not isinstance(e.reason, ConnectionRefusedError):
+                    raise
+            assert p.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.5)
+        assert listing is not None, log.read_text()[-3000:]
         names = {c["name"] for c in listing["content"]}
         assert {"models.ipynb", "comparisons.ipynb", "accept_queue.ipynb"} <= names
     finally:
