@@ -27,6 +27,8 @@
 # Variants: one fault each (the only parameter that differs from healthy)
 #   listener  the small listener's backlog is 16 (healthy: 256): bursts overflow it
 #   flow      5 % of the lossy flow's client->server packets dropped (healthy: 0 %)
+#             (the client's veth sends at most 8 segments per packet in this variant,
+#             so 5 % of packets is about 5 % of the flow's segments)
 #   loop      loop0 spins 10 ms per request (healthy: 200 us): 8 clients with
 #             20 ms think time ask for more than one CPU, loop0 never blocks
 #   ports     150 conn/s to :8083 (healthy: 10): 500 ports / 60 s = 8.3 conn/s
