@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, leftovers
+from tests.integration.children import Children, wait_for
 
 pytestmark = pytest.mark.integration
 BIN = ROOT / "build" / "bin"
@@ -52,14 +53,12 @@ class Fleet:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.procs: list[subprocess.Popen] = []
+        self.children = Children()
         self.netns: list[str] = []
         self.made_privsep = False
 
     def start(self, args: list[str], log: Path) -> subprocess.Popen:
-        p = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(p)
-        return p
+        return self.children.start(args, log)
 
     def add_netns(self, name: str) -> None:
         sh("ip", "netns", "add", name)
@@ -71,16 +70,7 @@ class Fleet:
         return subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
 
     def stop(self) -> None:
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        self.children.stop()
         # Whatever still runs in a host is ours: a capture cut short by Ctrl-C, its probes. TERM
         # first (capture then finishes its run and its state entry), KILL what is left.
         killed = False
@@ -102,15 +92,6 @@ class Fleet:
         if self.made_privsep:
             with contextlib.suppress(OSError):
                 os.rmdir("/run/sshd")
-
-
-def _wait(what: str, ok, timeout: float, every: float = 0.1) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if ok():
-            return
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -155,7 +136,7 @@ def fleet(kernel, tmp_path: Path) -> Iterator[Fleet]:
                     d / "sshd.log")  # fmt: skip
         (tmp_path / "known_hosts").write_text("\n".join(known) + "\n")
         for host, octet in HOSTS.items():
-            _wait(f"sshd of {host}", lambda o=octet: _listening(f"{NET}.{o}"), 10)
+            wait_for(f"sshd of {host}", lambda o=octet: _listening(f"{NET}.{o}"), 10)
         (tmp_path / "inventory.ini").write_text(
             "[fleet]\n"
             + "".join(f"{h} ansible_host={NET}.{o}\n" for h, o in [*HOSTS.items(), DOWN])
@@ -203,12 +184,12 @@ def test_fleet_report_names_the_faulty_host_only(fleet: Fleet) -> None:
          "-d", str(DURATION), "--scope", "sampled", "-o", str(out), "--", "-e", f"fleet_remote_base={remote}"],
         stdout=(tmp / "fleet.log").open("wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
-    fleet.procs.append(run)
+    fleet.children.procs.append(run)
     # The fault starts once every host records: a probe cannot see a listener that was already
     # stuck full when it attached (no connection is queued on it any more, so no event names it),
     # and the other hosts' probes must see it too (.capture-ready exists while a capture records).
     ready = [remote / f"tq-{out.name}-{h}" / "run" / ".capture-ready" for h in HOSTS]
-    _wait("every host's capture", lambda: all(r.exists() for r in ready) or run.poll() is not None, 120)
+    wait_for("every host's capture", lambda: all(r.exists() for r in ready) or run.poll() is not None, 120)
     assert run.poll() is None, (tmp / "fleet.log").read_text()
     ns, addr = ns_name(FAULTY), f"{NET}.{HOSTS[FAULTY]}"
     lab = tmp / FAULTY
@@ -217,7 +198,7 @@ def test_fleet_report_names_the_faulty_host_only(fleet: Fleet) -> None:
          "-stall-at", "500ms", "-stall-for", "300s", "-ready-file", str(lab / "aq.ready")],
         lab / "aqserver.log",
     )  # fmt: skip
-    _wait("aqserver", lambda: (lab / "aq.ready").exists(), 10)
+    wait_for("aqserver", lambda: (lab / "aq.ready").exists(), 10)
     fleet.start(
         ["nsenter", f"--net=/run/netns/{ns}", str(BIN / "connload"), "-target", f"{addr}:8080", "-rate", "50",
          "-duration", "60s", "-connect-timeout", "2s", "-out", str(lab / "connects.csv")],

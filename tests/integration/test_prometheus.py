@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration.children import Children, wait_for
 
 pytestmark = pytest.mark.integration
 BIN = ROOT / "build" / "bin"
@@ -43,47 +44,12 @@ def _query(prom: str, q: str) -> list[dict]:
     return _get(f"{prom}/api/v1/query?query={urllib.parse.quote(q)}")["data"]["result"]
 
 
-def _wait(what: str, fn, timeout: float = 60, every: float = 0.5):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        try:
-            last = fn()
-        except OSError as e:  # not listening yet
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
-class Procs:
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, args: list[str], log: Path, **kw) -> subprocess.Popen:
-        p = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True, **kw)
-        self.procs.append(p)
-        return p
-
-    def stop(self) -> None:
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-
-
 @pytest.fixture
 def stack(kernel, tmp_path: Path) -> Iterator[dict]:
     for tool in ("prometheus", "prometheus-node-exporter", "promtool"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is missing: make setup installs Debian's prometheus packages")
-    procs = Procs()
+    procs = Children()
     textfiles, state = tmp_path / "textfiles", tmp_path / "monitor-state"
     ne_port, prom_port = _free_port(), _free_port()
     try:
@@ -108,7 +74,7 @@ def stack(kernel, tmp_path: Path) -> Iterator[dict]:
              f"--web.listen-address=127.0.0.1:{prom_port}"],
             tmp_path / "prometheus.log",
         )  # fmt: skip
-        _wait("the monitor's probes", lambda: (state / "ready").exists() or monitor.poll() is not None, 60)
+        wait_for("the monitor's probes", lambda: (state / "ready").exists() or monitor.poll() is not None, 60)
         assert monitor.poll() is None, (tmp_path / "monitor.log").read_text()
         # The namespace comes after the monitor: it must be found while running.
         subprocess.run(["ip", "netns", "add", NS], check=True)
@@ -123,14 +89,14 @@ def stack(kernel, tmp_path: Path) -> Iterator[dict]:
 
 
 def test_alert_fires_for_the_overflowing_listener_only(stack: dict) -> None:
-    lab = Procs()
+    lab = Children()
     try:
         _overflow_and_check(stack, lab)
     finally:
         lab.stop()
 
 
-def _overflow_and_check(stack: dict, procs: Procs) -> None:
+def _overflow_and_check(stack: dict, procs: Children) -> None:
     tmp, prom = stack["tmp"], stack["prom"]
     netns = ["ip", "netns", "exec", NS]
     for port, backlog, delay in (("8081", "8", "20ms"), ("8080", "4096", "0s")):
@@ -139,7 +105,7 @@ def _overflow_and_check(stack: dict, procs: Procs) -> None:
              "-accept-delay", delay, "-ready-file", str(tmp / f"ready-{port}")],
             tmp / f"aqserver-{port}.log",
         )  # fmt: skip
-    _wait("both servers", lambda: (tmp / "ready-8081").exists() and (tmp / "ready-8080").exists(), 10, 0.1)
+    wait_for("both servers", lambda: (tmp / "ready-8081").exists() and (tmp / "ready-8080").exists(), 10, 0.1)
     # 100 connections/s on each: the slow listener accepts 50/s at most.
     for port in ("8081", "8080"):
         procs.start(
@@ -152,7 +118,7 @@ def _overflow_and_check(stack: dict, procs: Procs) -> None:
         alerts = _get(f"{prom}/api/v1/alerts")["data"]["alerts"]
         return [a for a in alerts if a["labels"]["alertname"] == "TQAcceptQueueOverflow" and a["state"] == "firing"]
 
-    alerts = _wait("TQAcceptQueueOverflow firing", firing, 60)
+    alerts = wait_for("TQAcceptQueueOverflow firing", firing, 60, 0.5)
     assert {a["labels"]["lport"] for a in alerts} == {"8081"}, alerts
     (alert,) = alerts
     assert alert["labels"]["laddr"] == "127.0.0.1"
@@ -185,13 +151,14 @@ def _overflow_and_check(stack: dict, procs: Procs) -> None:
         int(p) for p in os.listdir("/proc") if p.isdigit() and _is_probe(int(p), "accept_queue", stack["monitor"].pid)
     )
     os.kill(pid, signal.SIGKILL)
-    _wait(
+    wait_for(
         "the accept_queue probe restarted and up",
         lambda: (
             _query(prom, 'tq_probe_restarts_total{probe="accept_queue",reason="died"} >= 1')
             and _query(prom, 'tq_probe_up{probe="accept_queue"} == 1')
         ),
         30,
+        0.5,
     )
     assert stack["monitor"].poll() is None
 

@@ -1,0 +1,56 @@
+"""What the integration tests that start their own servers share: the processes they own
+(each in a process group of its own, stopped TERM then KILL), and waiting for a condition."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class Children:
+    """Processes a test started; stop() ends every one of them (their whole groups)."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], log: Path) -> subprocess.Popen:
+        p = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def wait_for(what: str, ok: Callable[[], T], timeout: float, every: float = 0.1) -> T:
+    """ok()'s first true value within timeout seconds; an OSError (not listening yet) counts
+    as not yet."""
+    end = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < end:
+        try:
+            last = ok()
+        except OSError as e:
+            last = e
+        if last and not isinstance(last, Exception):
+            return last  # type: ignore[return-value]
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
