@@ -673,7 +673,6 @@ class Probe:
     restarts: dict[str, int] = field(default_factory=dict)
     misses_done: int = 0  # recursion misses of earlier processes
     misses_now: int = 0
-    last_output: float = 0.0
     failures_in_row: int = 0
     next_start: float = 0.0
     err_path: Path | None = None
@@ -766,7 +765,6 @@ class Exporter:
         self.sel = selectors.DefaultSelector()
         self.stopping = False
         self.socket_scan = 0.0
-        self.sockets: dict[int, dict[tuple[str, str], tuple[int, int]]] = {}
         self.last_misses = 0.0
         self.series = 0
 
@@ -790,7 +788,7 @@ class Exporter:
         self.sel.register(p.proc.stdout, selectors.EVENT_READ, p)
         p.parser = ProbeParser(p.file.read_text(), ROWS_USED)
         p.buf = b""
-        p.started_at = p.last_output = time.monotonic()
+        p.started_at = time.monotonic()
 
     def stop(self, p: Probe) -> None:
         if p.proc is None:
@@ -856,7 +854,6 @@ class Exporter:
 
     def take(self, p: Probe, chunk: bytes) -> None:
         p.buf += chunk
-        p.last_output = time.monotonic()
         *lines, p.buf = p.buf.split(b"\n")
         assert p.parser is not None
         for raw in lines:
@@ -961,10 +958,8 @@ class Exporter:
         for o in fam.objs.values():
             o.gauges.pop("destination_time_wait_sockets", None)
             o.gauges.pop("destination_ports_in_use", None)
-        self.sockets = {}
         for ino in self.netns_to_watch():
             socks = self.ns.sockets(ino)
-            self.sockets[ino] = socks
             # Only destinations with enough ports held to matter get a series from the scan alone.
             for (raddr, rport), (used, tw) in sorted(socks.items(), key=lambda kv: -kv[1][0])[: self.top]:
                 key = (str(ino), raddr, rport)
