@@ -41,20 +41,20 @@ setup: ## install apt packages, .venv and Go lab binaries (idempotent)
 	@scripts/setup
 
 doctor: setup ## what this kernel can trace (writes build/doctor.json)
-	@scripts/doctor
+	@collector/doctor
 
 demo: setup ## run the accept-overflow lab end to end and print the run directory
-	@scripts/doctor -q || { echo "doctor: tracepoints do not attach here; see build/doctor.json" >&2; exit 1; }
+	@collector/doctor -q || { echo "doctor: tracepoints do not attach here; see build/doctor.json" >&2; exit 1; }
 	@scripts/lab accept-overflow $(VARIANT)
 
-test: setup ## run the whole test suite (unit + integration with real bpftrace; scripts/test-suite)
-	@scripts/test-suite $(PYTEST_ARGS)
+test: setup ## run the whole test suite (unit + integration with real bpftrace; dev/test-suite)
+	@dev/test-suite $(PYTEST_ARGS)
 
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 	@scripts/lab $(LAB) $(VARIANT) $(if $(OUT),--out $(OUT))
 
 capture: setup ## capture: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
-	@scripts/capture --duration $(DURATION) --interval $(INTERVAL) \
+	@collector/capture --duration $(DURATION) --interval $(INTERVAL) \
 		$(foreach n,$(NETNS),--netns $(n)) $(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
 
 fleet: setup ## capture on the hosts of an Ansible inventory, one report: make fleet INVENTORY=hosts.ini DURATION=60 [SCOPE=sampled PROBES= OUT=]
@@ -67,7 +67,7 @@ monitor: setup ## exporter mode until Ctrl-C: tq_*.prom for node_exporter's text
 		$(if $(PROBES),--probes $(PROBES)) $(if $(TOP),--top $(TOP))
 
 soak-monitor: setup ## exporter mode for 30 min beside the busy-host labs: series count and memory (build/soak-monitor.csv)
-	@scripts/soak-monitor
+	@dev/soak-monitor
 
 report: setup ## (re)write verdicts.json, report.md and plots for RUN (default runs/latest)
 	@$(PY) -m analysis report $(RUN)
@@ -90,19 +90,19 @@ notebook: setup ## Jupyter on 127.0.0.1:8888 (PORT=) over notebooks/: RUN, lates
 		--ServerApp.root_dir=$(CURDIR)/notebooks
 
 bench: setup ## in-kernel cost per event of each probe on its lab's traffic (bpf_stats)
-	@scripts/bench
+	@dev/bench
 
 bench-overhead: setup ## capture cost on loopback nginx churn, A/B: throughput ratio, BPF µs/connection (PAIRS= SECONDS= CASES=)
-	@scripts/bench-overhead $(if $(PAIRS),--pairs $(PAIRS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(CASES),--cases $(CASES))
+	@dev/bench-overhead $(if $(PAIRS),--pairs $(PAIRS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(CASES),--cases $(CASES))
 
 matrix: setup ## VM test matrix: Debian 12 (6.1, bpftrace 0.17), Debian 13 (6.12, 0.23), this host; prints the tier table
-	@scripts/matrix $(TARGETS)
+	@dev/vm/matrix $(TARGETS)
 
 lint: setup ## shellcheck + ruff (the same files as tests/test_lint.py)
-	@shellcheck $$(grep -L '^#!.*python' scripts/*) vm/guest-run labs/*/lab.sh .ci/run
-	@.venv/bin/ruff check analysis tests vm scripts/sysctl-profile
+	@shellcheck $$(grep -lsE "^#!.*bash" collector/* scripts/* dev/* dev/vm/*) collector/lib.sh labs/*/lab.sh .ci/run
+	@.venv/bin/ruff check analysis monitor tests dev scripts/sysctl-profile
 
-schema-doc: setup ## regenerate docs/data-contract.md from analysis/schemas.py
+schema-doc: setup ## regenerate docs/data-contract.md from analysis/contract/schemas.py
 	@$(PY) -m analysis schema-doc > docs/data-contract.md
 
 clean: ## remove build outputs and the virtualenv (runs/ is kept)

@@ -19,7 +19,7 @@ if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
 
 import argparse  # noqa: E402
 
-from .run import Run, RunDataError  # noqa: E402
+from analysis.load.run import Run, RunDataError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,11 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("dir")
     fl = sub.add_parser("fleet", help="one report over a fleet capture (DIR/<host>/ runs): fleet.md, fleet.json")
     fl.add_argument("dir")
-    sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/schemas.py)")
+    sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/contract/schemas.py)")
     args = p.parse_args(argv)
     try:
         if args.cmd == "report":
-            from .report import write_report
+            from analysis.render.report import write_report
+
             from .wording import headline
 
             report, findings = write_report(args.run)
@@ -61,21 +62,22 @@ def main(argv: list[str] | None = None) -> int:
             for note in run.notes:
                 print(f"note: {note}")
         elif args.cmd == "compare":
-            from .compare import write
+            from analysis.render.compare import write
+
             from .wording import compare_verdict_line
 
             md, v = write(args.dir)
             print(compare_verdict_line(v))
             print(f"comparison: {md}")
         elif args.cmd == "sweep":
-            from .sweep import write as write_sweep
+            from analysis.render.sweep import write as write_sweep
 
             md, df = write_sweep(args.dir)
             print(df.to_string(index=False))
             print(f"sweep: {md}")
         elif args.cmd == "fleet":
-            from .fleet import CAPTURE_FAILED
-            from .fleet import write as write_fleet
+            from analysis.render.fleet import CAPTURE_FAILED
+            from analysis.render.fleet import write as write_fleet
 
             md, hosts = write_fleet(args.dir)
             for h in hosts:
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{h.name}: " + (", ".join(found) if found else "no finding"))
             print(f"fleet: {md}")
         elif args.cmd == "schema-doc":
-            from .schemas import schema_doc
+            from analysis.contract.schemas import schema_doc
 
             print(schema_doc())
     except RunDataError as e:

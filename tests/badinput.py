@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.schemas import LEGACY_TABLES, TABLES
+from analysis.contract.schemas import LEGACY_TABLES, TABLES
 
 SIZING = "accept-overflow-sizing"
 TW = "time-wait-exhaust"
@@ -298,7 +298,7 @@ def incomplete(stop_reason: str, drop: tuple[str, ...] = (), status: dict | None
                 m["probes"][fam]["status"] = st
             if stop_reason == "killed":
                 m["reaped_at"] = "2026-11-23T05:00:00Z"
-                m["reaped_by"] = "scripts/capture --reap"
+                m["reaped_by"] = "collector/capture --reap"
 
         meta_edit(d, edit)
         for file in drop:
@@ -329,7 +329,7 @@ def still_running(d: Path) -> str:
         m["ended_at"] = None
 
     meta_edit(d, edit)
-    return r"metadata\.json:\d+: stop_reason: this capture has not ended.*scripts/capture --reap"
+    return r"metadata\.json:\d+: stop_reason: this capture has not ended.*collector/capture --reap"
 
 
 def shift_times(file: str, seconds: int) -> Callable[[Path], str]:

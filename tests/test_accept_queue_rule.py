@@ -7,9 +7,9 @@ import json
 import pandas as pd
 
 from analysis.findings import CHAIN_ORDER
-from analysis.report import write_report
+from analysis.load.run import Run
+from analysis.render.report import write_report
 from analysis.rules import accept_queue
-from analysis.run import Run
 from tests.conftest import fixture_run
 
 

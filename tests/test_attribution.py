@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.load.run import Run
 from analysis.rules import epoll, time_wait
-from analysis.run import Run
 from analysis.wording import describe, headline
 from tests.conftest import fixture_run
 

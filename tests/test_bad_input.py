@@ -167,7 +167,7 @@ def test_bad_input_corpus(tmp_path: Path) -> None:
 )
 def test_odd_but_valid_comm_survives(copy_fixture, comm: bytes) -> None:
     """A comm with comma, quote, newline and a non-UTF-8 byte, properly quoted, loads; decoded per the policy."""
-    from analysis.run import Run
+    from analysis.load.run import Run
     from tests.badinput import quoted_comm
 
     d = copy_fixture(SIZING)
@@ -206,7 +206,7 @@ def test_failed_report_leaves_previous_outputs_consistent(copy_fixture, monkeypa
     d = copy_fixture(SIZING)
     assert _run(["report", str(d)])[0] == 0
     before = {n: (d / n).read_bytes() for n in ("verdicts.json", "report.md")}
-    from analysis import report
+    from analysis.render import report
 
     def boom(*a, **k):
         raise OSError(28, "No space left on device", str(d / "report.md"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.load.run import Run
 from analysis.rules import epoll, time_wait
-from analysis.run import Run
 from tests.conftest import ROOT, fixture_run
 
 SIZING = "accept-overflow-sizing"

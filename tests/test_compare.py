@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import compare
-from analysis.run import Run, read_table
-from analysis.schemas import DERIVED_TABLES
+from analysis.contract.schemas import DERIVED_TABLES
+from analysis.load.run import Run, read_table
+from analysis.render import compare
 from analysis.wording import compare_verdict_line
 from tests.conftest import fixture_run
 

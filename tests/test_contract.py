@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from analysis.run import Run
-from analysis.schemas import CONTRACT_VERSION, TABLES, schema_doc
+from analysis.contract.schemas import CONTRACT_VERSION, TABLES, schema_doc
+from analysis.load.run import Run
 from tests.conftest import FIXTURES, ROOT
 
 
@@ -17,7 +17,7 @@ def test_data_contract_doc_is_generated_from_schemas() -> None:
 
 
 def test_capture_records_the_same_contract_version() -> None:
-    m = re.search(r"^CONTRACT_VERSION=(\d+)", (ROOT / "scripts" / "capture").read_text(), re.M)
+    m = re.search(r"^CONTRACT_VERSION=(\d+)", (ROOT / "collector" / "capture").read_text(), re.M)
     assert m and int(m.group(1)) == CONTRACT_VERSION
 
 
@@ -34,7 +34,7 @@ def test_probe_header_lines_match_schemas(probe: str) -> None:
 
 
 def test_sampler_headers_match_schemas() -> None:
-    text = (ROOT / "scripts" / "sample-netns").read_text()
+    text = (ROOT / "collector" / "sample-netns").read_text()
     for name in ("counters", "listeners", "sockstat"):
         m = re.search(rf'echo "([a-z_,]+)" >"\${name}"', text)
         assert m, name
@@ -42,7 +42,7 @@ def test_sampler_headers_match_schemas() -> None:
 
 
 def test_sysctl_and_connload_headers_match_schemas() -> None:
-    capture = (ROOT / "scripts" / "capture").read_text()
+    capture = (ROOT / "collector" / "capture").read_text()
     assert 'echo "phase,netns,key,value"' in capture
     assert TABLES["sysctls"].column_names == ["phase", "netns", "key", "value"]
     connload = (ROOT / "labs" / "go" / "cmd" / "connload" / "main.go").read_text()

@@ -1,4 +1,4 @@
-"""The exporter's stream parser and its bounded object tables (analysis/exporter.py)."""
+"""The exporter's stream parser and its bounded object tables (monitor/exporter.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import exporter
+from monitor import exporter
 from tests.conftest import FIXTURES, ROOT
 
 RAW = sorted(FIXTURES.glob("*/probe_*.out"))
@@ -43,12 +43,12 @@ def _parse_stream(raw: Path, source: str, chunk: int = 4096) -> dict[str, list[d
 @pytest.mark.parametrize("raw", RAW, ids=[f"{p.parent.name}/{p.name}" for p in RAW])
 def test_stream_parser_gives_the_rows_probe_to_csv_gives(raw: Path, tmp_path: Path) -> None:
     """Real probe output (every fixture's raw file): the exporter's parser, fed in 4 KiB
-    chunks, yields the rows scripts/probe-to-csv writes, value for value. Running values
+    chunks, yields the rows collector/probe-to-csv writes, value for value. Running values
     (max() maps: cpu_ns, data_segs_out) are the one difference by design: their first
     sighting is a baseline for the exporter (a counter from 0), where the CSV row holds
     the whole value so far."""
     family = raw.stem.removeprefix("probe_")
-    subprocess.run([ROOT / "scripts" / "probe-to-csv", raw, tmp_path], check=True, capture_output=True)
+    subprocess.run([ROOT / "collector" / "probe-to-csv", raw, tmp_path], check=True, capture_output=True)
     got = _parse_stream(raw, PROBE_SOURCE[family])
     _, running = exporter.probe_counters(PROBE_SOURCE[family])
     skip = {c for _, c in running}

@@ -6,10 +6,10 @@ import filecmp
 
 import pytest
 
-from analysis import measurements
+from analysis.load.run import Run
+from analysis.render import measurements
 from analysis.rules import evaluate_all, retransmits, time_wait
 from analysis.rules.epoll import evaluate as epoll_evaluate
-from analysis.run import Run
 from analysis.wording import describe
 from tests.conftest import ROOT, fixture_run
 
@@ -107,7 +107,7 @@ def test_probe_to_csv_reproduces_the_captured_tables(name: str, tmp_path) -> Non
     run = fixture_run(name)
     for raw in sorted(run.glob("probe_*.out")):
         subprocess.run(
-            [str(ROOT / "scripts" / "probe-to-csv"), str(raw), str(tmp_path)], check=True, capture_output=True
+            [str(ROOT / "collector" / "probe-to-csv"), str(raw), str(tmp_path)], check=True, capture_output=True
         )
     for csv in tmp_path.glob("*.csv"):
         assert filecmp.cmp(csv, run / csv.name, shallow=False), csv.name

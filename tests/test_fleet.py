@@ -1,4 +1,4 @@
-"""The fleet report (analysis/fleet.py) and capture scope (metadata.json "scope": sampled) on recorded runs.
+"""The fleet report (analysis/render/fleet.py) and capture scope (metadata.json "scope": sampled) on recorded runs.
 
 The real thing, over ssh and Ansible against namespace hosts, is tests/integration/test_fleet.py."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import fleet
 from analysis.derived.epoll import per_thread
+from analysis.load.run import Run, RunDataError
+from analysis.render import fleet
 from analysis.rules import evaluate_all
-from analysis.run import Run, RunDataError
 from tests.conftest import FIXTURES, ROOT
 
 STALL = "accept-overflow-stall"  # server and client namespaces sampled; the server's listener overflows
@@ -62,7 +62,7 @@ def test_scope_sampled_keeps_the_processes_of_the_sampled_namespaces_in_ep_loop(
 
 
 def test_report_says_the_scope(tmp_path: Path) -> None:
-    from analysis.report import write_report
+    from analysis.render.report import write_report
 
     d = _copy(STALL, tmp_path / "run", scope="sampled")
     write_report(d)
@@ -71,7 +71,7 @@ def test_report_says_the_scope(tmp_path: Path) -> None:
 
 
 def test_capture_rejects_an_unknown_scope() -> None:
-    r = subprocess.run([str(ROOT / "scripts" / "capture"), "--scope", "some"], capture_output=True, text=True)
+    r = subprocess.run([str(ROOT / "collector" / "capture"), "--scope", "some"], capture_output=True, text=True)
     assert r.returncode != 0 and "--scope must be all or sampled" in r.stderr
 
 

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
 
+# Folders of runnable tools: the collector (shipped to hosts), the user drivers,
+# the development tools and the VM matrix.
+TOOL_DIRS = ("collector", "scripts", "dev", "dev/vm")
+
+
+RUFF_PATHS = ("analysis", "monitor", "tests", "dev", "scripts/sysctl-profile")
+
+
+def _tools() -> list[Path]:
+    return sorted(p for d in TOOL_DIRS for p in (ROOT / d).iterdir() if p.is_file() and "." not in p.name)
+
 
 def _shell_files() -> list[str]:
-    files = [p for p in (ROOT / "scripts").iterdir() if p.is_file() and "python" not in p.open().readline()]
-    files += [*list((ROOT / "labs").glob("*/lab.sh")), ROOT / ".ci" / "run", ROOT / "vm" / "guest-run"]
+    files = [p for p in _tools() if "python" not in p.open().readline()]
+    files += [ROOT / "collector" / "lib.sh", *(ROOT / "labs").glob("*/lab.sh"), ROOT / ".ci" / "run"]
     return [str(p.relative_to(ROOT)) for p in sorted(files)]
 
 
@@ -22,15 +34,15 @@ def test_shellcheck_clean() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").iterdir() if p.name != "lib.sh"))
+@pytest.mark.parametrize("script", [str(p.relative_to(ROOT)) for p in _tools()])
 def test_every_script_has_help(script: str) -> None:
-    r = subprocess.run([str(ROOT / "scripts" / script), "--help"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([str(ROOT / script), "--help"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "USAGE" in (r.stdout + r.stderr), script
 
 
 def test_ruff_clean() -> None:
     r = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ruff"), "check", "analysis", "tests", "vm", "scripts/sysctl-profile"],
+        [str(ROOT / ".venv" / "bin" / "ruff"), "check", *RUFF_PATHS],
         cwd=ROOT,
         capture_output=True,
         text=True,

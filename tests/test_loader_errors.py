@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.run import Run, RunDataError, read_json
+from analysis.load.run import Run, RunDataError, read_json
 from tests.conftest import FIXTURES, ROOT
 
 RUN = "accept-overflow-sizing"

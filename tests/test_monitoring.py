@@ -1,5 +1,5 @@
 """Alert rules, their promtool unit tests, the Grafana dashboard and the textfile format,
-all checked against the one metric list (analysis/exporter.py METRICS)."""
+all checked against the one metric list (monitor/exporter.py METRICS)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis import exporter
+from monitor import exporter
 from tests.conftest import FIXTURES, ROOT
 
-MON = ROOT / "monitoring"
+MON = ROOT / "monitor"
 RULES = MON / "tq.rules.yml"
 DASHBOARD = MON / "grafana-dashboard.json"
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
@@ -150,5 +150,5 @@ def test_textfiles_from_real_probe_output_pass_promtool_and_stay_bounded(tmp_pat
 
 def test_metrics_doc_is_current() -> None:
     assert (MON / "metrics.md").read_text() == exporter.metrics_doc(), (
-        "run: python3 analysis/exporter.py --metrics-doc > monitoring/metrics.md"
+        "run: python3 monitor/exporter.py --metrics-doc > monitor/metrics.md"
     )

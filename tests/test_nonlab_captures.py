@@ -1,5 +1,5 @@
 """The rules on real captures made without a lab (tests/fixtures/README.md, "Non-lab captures"):
-plain `scripts/capture` runs of the host namespace around real servers on 127.0.0.1 — nginx with
+plain `collector/capture` runs of the host namespace around real servers on 127.0.0.1 — nginx with
 three listeners, a Python listener — under real load. No connects.csv, no lab block: verdicts come
 from probes, counters and socket samples alone. The faulty object is named; nothing else gets a
 finding or a suspicion."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.report import write_report
+from analysis.load.run import Run
+from analysis.render.report import write_report
 from analysis.rules import accept_queue, epoll, evaluate_all, time_wait
-from analysis.run import Run
 from analysis.wording import describe, headline
 from tests.conftest import fixture_run
 

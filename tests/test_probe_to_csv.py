@@ -1,4 +1,4 @@
-"""scripts/probe-to-csv on real raw probe output (tests/fixtures/*/probe_*.out,
+"""collector/probe-to-csv on real raw probe output (tests/fixtures/*/probe_*.out,
 made by real captures): it reproduces the committed CSVs byte for byte, and
 two interval markers stamped with the same second (timer jitter near a second
 boundary) make one row per key for that second with the counts of both."""
@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT
 
-P2C = str(ROOT / "scripts" / "probe-to-csv")
+P2C = str(ROOT / "collector" / "probe-to-csv")
 RAW = sorted(FIXTURES.glob("*/probe_*.out"))
 
 

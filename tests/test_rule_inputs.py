@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.load.run import Run
 from analysis.rules import RULES, Rule, RunView, UndeclaredTableError
-from analysis.run import Run
 from tests.conftest import FIXTURES
 
 RUNS = sorted(p.name for p in FIXTURES.iterdir() if (p / "metadata.json").is_file())

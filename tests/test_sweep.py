@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import sweep
+from analysis.contract.schemas import DERIVED_TABLES
+from analysis.load.run import Run, RunDataError, read_table
+from analysis.render import sweep
 from analysis.rules import accept_queue
-from analysis.run import Run, RunDataError, read_table
-from analysis.schemas import DERIVED_TABLES
 from analysis.wording import describe
 from tests.conftest import fixture_run
 

@@ -17,10 +17,11 @@ from functools import cache
 import pandas as pd
 import pytest
 
-from analysis import measurements, report, wording
+from analysis import wording
 from analysis.findings import Finding, Link
+from analysis.load.run import Run
+from analysis.render import measurements, report
 from analysis.rules import evaluate_all
-from analysis.run import Run
 from tests.conftest import FIXTURES
 
 BAD = re.compile(r"\bNone\b|\bnan\b|\bNaN\b|\binf\b|[{}\[\]]|np\.|numpy|(?<!\.)\.\.(?!\.)|\s[.,;]")

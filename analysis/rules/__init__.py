@@ -8,8 +8,9 @@ from analysis.kernel; words from analysis.wording. Each rule sees a RunView
 
 from __future__ import annotations
 
+from analysis.load.run import Run
+
 from ..findings import Finding
-from ..run import Run
 from . import accept_queue, epoll, retransmits, time_wait
 from .base import Rule, RunView, UndeclaredTableError
 

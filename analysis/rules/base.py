@@ -16,9 +16,10 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.load.run import Run
+
 from ..derived import counters
 from ..findings import Finding
-from ..run import Run
 
 
 class UndeclaredTableError(LookupError):

@@ -18,7 +18,7 @@
 #            that scripts/sweep runs over rates x backlogs to check the model.
 
 LAB_VARIANTS=(sizing stall healthy queue)
-# Probes this lab loads (scripts/capture records all four by default). Fewer
+# Probes this lab loads (collector/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
 # epoll call. CAPTURE_PROBES overrides.

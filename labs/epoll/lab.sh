@@ -15,7 +15,7 @@
 #          the registered fds (the seed's "linear scan") or the ready events?
 
 LAB_VARIANTS=(busy idle sweep nginx)
-# Probes this lab loads (scripts/capture records all four by default). Fewer
+# Probes this lab loads (collector/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
 # epoll call. CAPTURE_PROBES overrides.

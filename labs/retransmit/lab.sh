@@ -15,7 +15,7 @@
 #   synloss  short connections (connload -> aqserver), 30 % of SYNs dropped
 
 LAB_VARIANTS=(loss1 loss0 loss5 synloss)
-# Probes this lab loads (scripts/capture records all four by default). Fewer
+# Probes this lab loads (collector/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
 # epoll call. CAPTURE_PROBES overrides.

@@ -18,7 +18,7 @@
 #               rate x 60 s (Little's law)
 
 LAB_VARIANTS=(exhaust reuse keepalive fin-timeout steady)
-# Probes this lab loads (scripts/capture records all four by default). Fewer
+# Probes this lab loads (collector/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
 # epoll call. CAPTURE_PROBES overrides.

@@ -193,7 +193,7 @@ def main() -> int:
         if args.sigkill:
             killed_left += bool(t.left)
             # The next run of a driver reaps first (here: a capture that only reaps).
-            nxt = subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], capture_output=True, text=True)
+            nxt = subprocess.run([str(ROOT / "collector" / "capture"), "--reap"], capture_output=True, text=True)
             note = f" | next driver said: {nxt.stderr.strip() or 'nothing'}"
             t.left = leftovers()
         dirty += bool(t.left)
@@ -203,7 +203,7 @@ def main() -> int:
             flush=True,
         )
         if t.left:
-            subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], capture_output=True)
+            subprocess.run([str(ROOT / "collector" / "capture"), "--reap"], capture_output=True)
     if args.sigkill:
         print(
             f"{args.trials} SIGKILL trials: {killed_left} left something at the kill, "

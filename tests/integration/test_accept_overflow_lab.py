@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.run import Run
+from analysis.load.run import Run
 from tests.conftest import ROOT, leftovers, sigint_default
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.run import Run
+from analysis.load.run import Run
 from tests.conftest import ROOT
 from tests.integration.test_family_labs import run_lab
 

@@ -1,4 +1,4 @@
-"""scripts/capture and scripts/doctor against the real kernel, with loopback traffic only."""
+"""collector/capture and collector/doctor against the real kernel, with loopback traffic only."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis.run import Run
+from analysis.load.run import Run
 from tests.conftest import ROOT, leftovers, sigint_default
 
 pytestmark = pytest.mark.integration
-CAPTURE = str(ROOT / "scripts" / "capture")
+CAPTURE = str(ROOT / "collector" / "capture")
 
 
 def wait_ready(run: Path, timeout: float = 30) -> None:
@@ -43,7 +43,7 @@ def overflow_a_listener(backlog: int, clients: int) -> tuple[socket.socket, list
 
 def test_doctor_finds_what_attaches(kernel, tmp_path: Path) -> None:
     out = tmp_path / "doctor.json"
-    subprocess.run([str(ROOT / "scripts" / "doctor"), "-q", "-o", str(out)], check=True, timeout=120)
+    subprocess.run([str(ROOT / "collector" / "doctor"), "-q", "-o", str(out)], check=True, timeout=120)
     d = json.loads(out.read_text())
     assert d["probe_types"]["tracepoint"]["attaches"] is True
     # kprobes need kprobe_events in tracefs; where it is absent the attach must fail, with the reason.

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from analysis.derived.retransmits import endpoint_rows
+from analysis.load.run import Run
 from analysis.rules import retransmits, time_wait
 from analysis.rules.epoll import epoll_sweep, per_process
-from analysis.run import Run
 from tests.conftest import ROOT, leftovers
 
 pytestmark = pytest.mark.integration

@@ -86,7 +86,7 @@ class Fleet:
                     break
                 time.sleep(0.2)
         if killed:  # a SIGKILLed capture's run and state entry, finished as every driver does
-            subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], capture_output=True)
+            subprocess.run([str(ROOT / "collector" / "capture"), "--reap"], capture_output=True)
         for name in self.netns:
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         if self.made_privsep:
@@ -246,8 +246,8 @@ def test_fleet_report_names_the_faulty_host_only(fleet: Fleet) -> None:
     seen_by = [h for h in HOSTS if h != FAULTY and _full_rows(out / h / "aq_listener.csv", faulty_ns)]
     assert seen_by, "no other host's probe saw node-b's namespace: the scope was not put to the test"
     # ... and without the scope one of them would have been blamed for it.
+    from analysis.load.run import Run
     from analysis.rules import evaluate_all
-    from analysis.run import Run
 
     other = tmp / "unscoped"
     shutil.copytree(out / seen_by[0], other)

@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 
-from analysis.run import Run
+from analysis.load.run import Run
 
 from .interrupts import ROOT
 
@@ -54,7 +54,7 @@ WORKLOAD = textwrap.dedent(
 def test_hostile_comm_survives_capture_and_loader(kernel, tmp_path):
     out = tmp_path / "run"
     cap = subprocess.Popen(
-        [str(ROOT / "scripts" / "capture"), "-q", "-d", "8", "-o", str(out), "-p", "accept_queue,time_wait,epoll"],
+        [str(ROOT / "collector" / "capture"), "-q", "-d", "8", "-o", str(out), "-p", "accept_queue,time_wait,epoll"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -70,7 +70,7 @@ def test_sigkill_then_next_driver_reaps(kernel, tmp_path):
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["stop_reason"] == "running" and meta["ended_epoch"] is None
     t0 = time.monotonic()
-    r = subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([str(ROOT / "collector" / "capture"), "--reap"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "removed what a dead lab run" in r.stderr and "netns tq-accept-overflow-srv-" in r.stderr, r.stderr
     assert "marked incomplete" in r.stderr, r.stderr
@@ -83,5 +83,5 @@ def test_sigkill_then_next_driver_reaps(kernel, tmp_path):
     v = validate(out)
     assert v.returncode == 0, v.stderr
     # A second reap finds nothing to do and says nothing.
-    r2 = subprocess.run([str(ROOT / "scripts" / "capture"), "--reap"], cwd=ROOT, capture_output=True, text=True)
+    r2 = subprocess.run([str(ROOT / "collector" / "capture"), "--reap"], cwd=ROOT, capture_output=True, text=True)
     assert r2.returncode == 0 and r2.stderr == "", r2.stderr

@@ -1,6 +1,6 @@
 """Exporter mode end to end with real parts: scripts/monitor (real bpftrace) writes textfiles,
 Debian's prometheus-node-exporter serves them, Debian's prometheus scrapes it and evaluates
-monitoring/tq.rules.yml. In a namespace the test creates after the monitor started, one
+monitor/tq.rules.yml. In a namespace the test creates after the monitor started, one
 listener overflows (backlog 8, a slow accept loop under more load than it can take) beside a
 healthy one (backlog 4096, same load); the alert must fire for the first and not the second.
 A probe killed mid-run must come back, and the monitor must outlive the namespace."""

@@ -1,6 +1,6 @@
 """One leg of the VM matrix in make test: Debian 12's own kernel (6.1: no sock:sk_data_ready,
 no err field in tcp_retransmit_skb, kprobes allowed) with its bpftrace 0.17, booted under qemu
-from a debootstrap image (scripts/vm-image, cached in build/vm/). Inside it, scripts/matrix's
+from a debootstrap image (dev/vm/vm-image, cached in build/vm/). Inside it, dev/vm/matrix's
 guest suite runs doctor, starts every probe file alone, and runs one real scenario per family;
 the analysis runs here. The full matrix (Debian 13 and this host too) is `make matrix`."""
 
@@ -44,7 +44,7 @@ def test_debian12_vm_leg(kernel) -> None:
     # and are still started alone in the guest (tiers.tsv): CI time.
     r = subprocess.run(
         [
-            str(ROOT / "scripts" / "matrix"),
+            str(ROOT / "dev" / "vm" / "matrix"),
             "bookworm",
             "--out",
             str(out),

@@ -1,0 +1,262 @@
+# shellcheck shell=bash
+# Shared helpers for the scripts in this folder. Sourced, never run.
+
+PACK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PACK_ROOT
+
+log() { printf '%s: %s\n' "${PROG:-${0##*/}}" "$*" >&2; }
+die() { printf '%s: error: %s\n' "${PROG:-${0##*/}}" "$*" >&2; exit 1; }
+
+need_root() {
+	[[ $(id -u) -eq 0 ]] || die "must run as root (bpftrace, network namespaces and /proc/net of other namespaces need it)"
+}
+
+# JSON string literal for an arbitrary value (quotes, backslashes, control chars).
+json_str() {
+	local s=$1
+	s=${s//\\/\\\\}
+	s=${s//\"/\\\"}
+	s=${s//$'\n'/\\n}
+	s=${s//$'\t'/\\t}
+	s=${s//$'\r'/\\r}
+	printf '"%s"' "$s"
+}
+
+# Cleanup stack: commands run in reverse order on exit, whatever the exit path.
+# Each entry is run with eval so it may hold several words; failures are
+# ignored so one stuck item never keeps the others from being removed.
+CLEANUP_STACK=()
+cleanup_push() { CLEANUP_STACK+=("$1"); }
+cleanup_run() {
+	local i
+	# A second Ctrl-C must not cut the cleanup short, nor a reader that went
+	# away (SIGPIPE on a log line) or a closed terminal.
+	trap '' INT TERM PIPE HUP
+	for ((i = ${#CLEANUP_STACK[@]} - 1; i >= 0; i--)); do
+		eval "${CLEANUP_STACK[i]}" >/dev/null 2>&1 || true
+	done
+	CLEANUP_STACK=()
+}
+
+# --- What a run owns, so that the next run can remove it after a SIGKILL ----
+# Each driver (capture, lab, compare, sweep, bench, setup) registers itself in
+# $TQ_STATE_DIR/<pid>.<start time>/: "manifest" lists the namespaces, links,
+# nft tables, temporary folders and run directories it made; "parent" names the
+# driver that started it. Every process it starts inherits TQ_OWNER=<pid>.<start
+# time> in its environment: that marker, not a process name, is how a dead
+# run's processes are found. /run is cleared at boot, as namespaces are.
+TQ_STATE_DIR=${TQ_STATE_DIR:-/run/tcp-hidden-queues}
+TQ_SELF=""
+
+# Start time of a process in clock ticks since boot (field 22 of stat; comm may
+# hold spaces and parentheses, so count from the last ')'). Nothing for a
+# zombie: it is dead, only not yet waited for.
+proc_starttime() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	# shellcheck disable=SC2086
+	set -- $stat
+	[[ $1 != Z ]] || return 1
+	echo "${20}"
+}
+
+# Is the owner "<pid>.<start time>" still the same living process?
+owner_alive() {
+	local pid=${1%.*} st=${1#*.}
+	[[ $(proc_starttime "$pid" 2>/dev/null) == "$st" ]]
+}
+
+# PIDs of processes carrying the marker of owner $1 (environ is NUL-separated),
+# less the drivers among them: a driver started by another (a lab under bench)
+# still shows its parent's marker in /proc/PID/environ, but it registered
+# itself and cleans up after itself; killing it would cut that short.
+marked_pids() {
+	local pid
+	{ grep -lsxzF "TQ_OWNER=$1" /proc/[0-9]*/environ 2>/dev/null || true; } | awk -F/ '{print $3}' |
+		while read -r pid; do
+			[[ $pid != "$$" ]] || continue
+			compgen -G "$TQ_STATE_DIR/$pid.*/prog" >/dev/null && continue
+			echo "$pid"
+		done
+}
+
+# Remove what dead runs left; say what. A living driver whose parent driver
+# died (killed alone) is asked to stop, and cleans up after itself.
+reap_dead_runs() {
+	local d owner parent kind val what pids n fam tbl key value list
+	[[ -d $TQ_STATE_DIR ]] || return 0
+	for d in "$TQ_STATE_DIR"/*/; do
+		[[ -d $d ]] || continue
+		owner=$(basename "$d")
+		[[ $owner != "$TQ_SELF" ]] || continue
+		if owner_alive "$owner"; then
+			parent=$(cat "$d/parent" 2>/dev/null || true)
+			if [[ -n $parent ]] && ! owner_alive "$parent"; then
+				# Its parent was killed and it was not: it cleans up on TERM.
+				log "a $(cat "$d/prog" 2>/dev/null || echo driver) run (pid ${owner%.*}) outlived the driver that started it: stopping it"
+				kill -TERM "${owner%.*}" 2>/dev/null || true
+				for _ in $(seq 300); do owner_alive "$owner" || break; sleep 0.1; done
+			fi
+			owner_alive "$owner" && continue
+		fi
+		what=()
+		# Processes first (they may hold namespaces); SIGKILL: their owner is gone.
+		pids=$(marked_pids "$owner" | tr '\n' ' ')
+		if [[ -n ${pids// /} ]]; then
+			# shellcheck disable=SC2086
+			kill -KILL $pids 2>/dev/null || true
+			n=$(wc -w <<<"$pids")
+			what+=("$n process(es)")
+		fi
+		if [[ -f $d/manifest ]]; then
+			while IFS=$'\t' read -r kind val; do
+				case $kind in
+				netns)
+					[[ -e /run/netns/$val ]] || continue
+					ip netns pids "$val" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+					ip netns del "$val" 2>/dev/null && what+=("netns $val") ;;
+				link) ip link del "$val" 2>/dev/null && what+=("link $val") ;;
+				nft)
+					# "<family> <table>", in the host namespace.
+					read -r fam tbl <<<"$val"
+					nft delete table "$fam" "$tbl" 2>/dev/null && what+=("nft table $val") ;;
+				tmp) [[ -e $val ]] && rm -rf "$val" && what+=("temporary $val") ;;
+				run)
+					if [[ -f $val/.capture-state ]]; then
+						"$PACK_ROOT/collector/capture" --finalize "$val" >/dev/null 2>&1 &&
+							what+=("run directory $val marked incomplete")
+					fi ;;
+				sysctl)
+					# A backup written by scripts/sysctl-profile apply --backup.
+					[[ -f $val ]] && "$PACK_ROOT/scripts/sysctl-profile" rollback "$val" >/dev/null 2>&1 &&
+						what+=("sysctls restored from $val") ;;
+				host-sysctl)
+					# "<key> <value>": a host sysctl a driver changed (bench: bpf_stats).
+					read -r key value <<<"$val"
+					sysctl -qw "$key=$value" 2>/dev/null && what+=("$key restored to $value") ;;
+				esac
+			done <"$d/manifest"
+		fi
+		if ((${#what[@]})); then
+			list=$(printf '%s, ' "${what[@]}")
+			log "removed what a dead $(cat "$d/prog" 2>/dev/null || echo driver) run (pid ${owner%.*}) left: ${list%, }"
+		fi
+		rm -rf "$d"
+	done
+}
+
+# Register this driver (after argument parsing; needs root). Reaps first.
+state_init() {
+	reap_dead_runs
+	TQ_SELF="$$.$(proc_starttime $$)"
+	mkdir -p "$TQ_STATE_DIR/$TQ_SELF"
+	echo "${PROG:-${0##*/}}" >"$TQ_STATE_DIR/$TQ_SELF/prog"
+	[[ -z ${TQ_OWNER:-} ]] || echo "$TQ_OWNER" >"$TQ_STATE_DIR/$TQ_SELF/parent"
+	export TQ_OWNER=$TQ_SELF
+}
+# Record something this run made: state_own netns|link|nft|tmp|run|sysctl VALUE
+state_own() {
+	[[ -n $TQ_SELF ]] || return 0
+	printf '%s\t%s\n' "$1" "$2" >>"$TQ_STATE_DIR/$TQ_SELF/manifest"
+}
+# The run ended and cleaned up: nothing for anybody to reap. Anything still
+# carrying our marker escaped the cleanup (a child reparented before
+# kill_tree saw it, say): it goes now.
+state_done() {
+	local pids
+	[[ -n $TQ_SELF ]] || return 0
+	pids=$(marked_pids "$TQ_SELF" | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	[[ -z ${pids// /} ]] || kill -KILL $pids 2>/dev/null || true
+	rm -rf "${TQ_STATE_DIR:?}/$TQ_SELF"
+}
+
+# Make sure tracefs (and debugfs, which older bpftrace looks in) are mounted:
+# on a fresh boot of this kind of machine they are not, and bpftrace then
+# cannot find any tracepoint.
+ensure_tracefs() {
+	if [[ ! -e /sys/kernel/tracing/events ]]; then
+		mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+	fi
+	if [[ -d /sys/kernel/debug && ! -e /sys/kernel/debug/tracing/events ]] &&
+		! mountpoint -q /sys/kernel/debug; then
+		mount -t debugfs nodev /sys/kernel/debug 2>/dev/null || true
+	fi
+	[[ -e /sys/kernel/tracing/events || -e /sys/kernel/debug/tracing/events ]]
+}
+
+# Ask a process to stop with a signal, wait up to SECONDS for it, then KILL it
+# and its children. (Background jobs of a script ignore SIGINT, so TERM it is.)
+stop_process() {
+	local pid=$1 sig=${2:-TERM} secs=${3:-15} i
+	kill "-$sig" "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill_tree "$pid" KILL
+}
+
+# Kill a process and everything below it; wait for it if it is our child.
+kill_tree() {
+	local pid=$1 sig=${2:-TERM} child
+	[[ -n $pid ]] || return 0
+	for child in $(pgrep -P "$pid" 2>/dev/null); do
+		kill_tree "$child" "$sig"
+	done
+	kill "-$sig" "$pid" 2>/dev/null || true
+}
+
+# Inode number of a network namespace (what the probes report as netns):
+# the host's when the name is empty.
+netns_inode() {
+	local ns=${1:-}
+	if [[ -z $ns ]]; then
+		stat -L -c %i /proc/self/ns/net
+	else
+		stat -L -c %i "/run/netns/$ns"
+	fi
+}
+
+# Run a command in a named network namespace, or on the host when the name is empty.
+in_netns() {
+	local ns=$1
+	shift
+	if [[ -z $ns ]]; then
+		"$@"
+	else
+		ip netns exec "$ns" "$@"
+	fi
+}
+
+# sleep that a signal interrupts at once (bash runs a trap only after the
+# foreground command ends; a background sleep and wait end at the signal).
+nap() {
+	sleep "$1" &
+	wait $! || true
+}
+
+venv_python() { printf '%s/.venv/bin/python' "$PACK_ROOT"; }
+
+# Two namespaces joined by a veth pair: "<a> <a_ip>/24" <-> "<b> <b_ip>/24".
+# Addresses come from 198.18.0.0/15, the range RFC 2544 sets aside for
+# benchmarking, and live only inside the namespaces this creates; the host
+# never routes to them. Registers its own cleanup.
+make_netns_pair() {
+	local a=$1 a_ip=$2 b=$3 b_ip=$4 veth_a veth_b
+	veth_a="va${RANDOM}" veth_b="vb${RANDOM}"
+	state_own netns "$a"
+	ip netns add "$a" || die "cannot create network namespace $a"
+	cleanup_push "ip netns pids '$a' | xargs -r kill -9; ip netns del '$a'"
+	state_own netns "$b"
+	ip netns add "$b" || die "cannot create network namespace $b"
+	cleanup_push "ip netns pids '$b' | xargs -r kill -9; ip netns del '$b'"
+	ip link add "$veth_a" netns "$a" type veth peer name "$veth_b" netns "$b"
+	ip -n "$a" addr add "$a_ip/24" dev "$veth_a"
+	ip -n "$b" addr add "$b_ip/24" dev "$veth_b"
+	ip -n "$a" link set lo up
+	ip -n "$b" link set lo up
+	ip -n "$a" link set "$veth_a" up
+	ip -n "$b" link set "$veth_b" up
+}
