@@ -4,6 +4,17 @@
 PACK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PACK_ROOT
 
+# --- The probe families: probes/families.conf, the pack's one registry ----------
+FAMILIES_CONF="$PACK_ROOT/probes/families.conf"
+# Every family, in the registry's order, one a line.
+families() { awk '$1 !~ /^#/ && $2 == "probes" {print $1}' "$FAMILIES_CONF"; }
+# The families comma-separated (the form --probes takes).
+families_csv() { families | paste -sd, -; }
+# The words of one family's key: family_get accept_queue probes
+family_get() {
+	awk -v f="$1" -v k="$2" '$1 == f && $2 == k {for (i = 3; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "\n")}' "$FAMILIES_CONF"
+}
+
 log() { printf '%s: %s\n' "${PROG:-${0##*/}}" "$*" >&2; }
 die() { printf '%s: error: %s\n' "${PROG:-${0##*/}}" "$*" >&2; exit 1; }
 

@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.families import NAMES as FAMILY_NAMES
+
 PREFIX = "tq_"
 EADDRNOTAVAIL = 99
 # Families of objects and the labels that name one object.
@@ -1152,7 +1154,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--probe", action="append", default=[], metavar="FAMILY=FILE:TIER", help="a probe to run (repeat)")
     p.add_argument("--doctor", help="collector/doctor's JSON: run the tier it picked for each of --families")
     p.add_argument(
-        "--families", default="accept_queue,retransmits,time_wait,epoll", help="with --doctor: families to run"
+        "--families", default=",".join(FAMILY_NAMES), help="with --doctor: families to run"
     )
     p.add_argument("--pack-root", default=str(Path(__file__).resolve().parent.parent), help="where probes/ is")
     p.add_argument("--interval", type=int, default=5, help="probe interval and write period, seconds")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.families import FAMILY_OF_FINDING
 from analysis.findings import Finding
 from analysis.load.run import Run, RunDataError
 from analysis.rules import RULES, evaluate_all
@@ -31,12 +32,7 @@ HOSTS_FILE = "hosts.txt"
 # What the playbook keeps of the capture's own output on the target, beside the run.
 CAPTURE_LOG = "fleet-capture.log"
 # Rule kind -> the probe family whose data decides it (a family not run: not checked).
-FAMILY_OF_KIND = {
-    "accept_queue_overflow": "accept_queue",
-    "time_wait_exhaustion": "time_wait",
-    "event_loop_saturation": "epoll",
-    "retransmit_storm": "retransmits",
-}
+FAMILY_OF_KIND = FAMILY_OF_FINDING
 KINDS: tuple[str, ...] = tuple(r.kind for r in RULES)
 # Strongest first: a host's cell shows the strongest status any object of that kind got.
 STATUS_ORDER = ("confirmed", "suspected", "absent", "not_checked")

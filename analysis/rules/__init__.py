@@ -8,13 +8,16 @@ from analysis.kernel; words from analysis.wording. Each rule sees a RunView
 
 from __future__ import annotations
 
+from importlib import import_module
+
+from analysis.families import FAMILIES
 from analysis.load.run import Run
 
 from ..findings import Finding
-from . import accept_queue, epoll, retransmits, time_wait
 from .base import Rule, RunView, UndeclaredTableError
 
-RULES: tuple[Rule, ...] = tuple(m.RULE for m in (accept_queue, retransmits, time_wait, epoll))
+# One rule per family of probes/families.conf, in its order.
+RULES: tuple[Rule, ...] = tuple(import_module(f.rule_module).RULE for f in FAMILIES.values())
 
 __all__ = ["RULES", "Rule", "RunView", "UndeclaredTableError", "evaluate_all"]
 

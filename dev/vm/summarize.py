@@ -18,12 +18,11 @@ import json
 import sys
 from pathlib import Path
 
-EXPECTED = {
-    "accept_queue": ("accept-overflow sizing", "accept_queue_overflow"),
-    "retransmits": ("retransmit loss1", "retransmit_storm"),
-    "time_wait": ("time-wait exhaust", "time_wait_exhaustion"),
-    "epoll": ("epoll busy", "event_loop_saturation"),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from analysis.families import FAMILIES
+
+# Each family's scenario (its lab and variant) and the finding it must produce.
+EXPECTED = {f.name: (f"{f.lab} {f.lab_variant}", f.finding) for f in FAMILIES.values()}
 
 
 def load(p: Path):
