@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.contract.schemas import LEGACY_TABLES, TABLES
+from analysis.contract import LEGACY_TABLES, TABLES
 
 SIZING = "accept-overflow-sizing"
 TW = "time-wait-exhaust"

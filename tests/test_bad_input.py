@@ -167,7 +167,7 @@ def test_bad_input_corpus(tmp_path: Path) -> None:
 )
 def test_odd_but_valid_comm_survives(copy_fixture, comm: bytes) -> None:
     """A comm with comma, quote, newline and a non-UTF-8 byte, properly quoted, loads; decoded per the policy."""
-    from analysis.load.run import Run
+    from analysis.load import Run
     from tests.badinput import quoted_comm
 
     d = copy_fixture(SIZING)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.load.run import Run, RunDataError, read_json
+from analysis.load import Run, RunDataError, read_json
 from tests.conftest import FIXTURES, ROOT
 
 RUN = "accept-overflow-sizing"
@@ -134,3 +134,28 @@ def test_csv_errors_count_physical_lines_inside_quoted_fields(copy_fixture) -> N
     f.write_bytes(b"".join(rows))
     with pytest.raises(RunDataError, match=r"aq_accept\.csv:6: column 4 \(netns\): 'x4026532177' is not an integer"):
         Run.open(run).table("aq_accept")
+
+
+def test_loader_and_contract_import_nothing_above_them() -> None:
+    """The layers read upward: contract <- load <- derived <- rules <- wording <- render; never the reverse."""
+    code = (
+        "import sys, analysis.load\n"
+        "above = ('analysis.derived', 'analysis.rules', 'analysis.wording', 'analysis.render')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(above)))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('analysis.') and m.split('.')[1] not in "
+        "('load', 'contract')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out == "[]\n[]\n"
+
+
+def test_validate_refuses_what_report_could_not_replace(copy_fixture) -> None:
+    """A report output that is not a regular file fails validate as it fails report (analysis/render/outputs.py)."""
+    run = copy_fixture(RUN)
+    (run / "report.md").mkdir()
+    p = subprocess.run(
+        [sys.executable, "-m", "analysis", "validate", str(run)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert f"{run / 'report.md'}: exists and is not a regular file; report will not replace it" in p.stderr
+    Run.open(run).validate_all()  # the loader itself knows nothing of report's outputs

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.__main__ import main
-from analysis.load.run import Run
+from analysis.load import Run
 
 
 def test_clock_stepped_back_keeps_the_counter_chain(copy_fixture) -> None:

@@ -11,6 +11,9 @@ one way wherever it appears.
   time_wait     TIME_WAIT per endpoint, Little's law, observed TIME_WAIT length
   epoll         event-loop numbers per process and the lab's idle-connection sweep
   retransmits   probe retransmit counts reconciled with the kernel's
+  measurements  the probes' counts reconciled with the kernel's, per family (the report's table)
+  comparison    A/B comparisons over many runs: per metric bootstrap intervals, Welch test
+  sweep         a sweep's points against the saturation models (analysis/models.py)
 
 Every function takes a RunLike: a Run, or the restricted view of one a rule
 receives (analysis.rules.base.RunView), which lets it read only the tables the
@@ -44,8 +47,6 @@ class RunLike(Protocol):
     def netns_label(self, inode: int) -> str: ...
 
     def sysctl(self, netns: int, key: str, phase: str = "start") -> str | None: ...
-
-    def counter_deltas(self, netns: int, names: list[str]) -> pd.DataFrame: ...
 
 
 def interval_s(run: RunLike) -> int:

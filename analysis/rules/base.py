@@ -16,9 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.load.run import Run
+from analysis.load import Run
 
-from ..derived import counters
 from ..findings import Finding
 
 
@@ -74,9 +73,6 @@ class RunView:
     def sysctl(self, netns: int, key: str, phase: str = "start") -> str | None:
         self.table("sysctls")
         return self.run.sysctl(netns, key, phase)
-
-    def counter_deltas(self, netns: int, names: list[str]) -> pd.DataFrame:
-        return counters.per_sample(self, netns, names)
 
 
 @dataclass(frozen=True)

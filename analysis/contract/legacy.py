@@ -1,0 +1,197 @@
+"""Runs of older contract versions: the tables as they were then, and their upgrades to today's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import pandera.pandas as pa
+
+from .columns import COMM_TEXT, ENDPOINT_KEY, INT, NETNS, NONNEG, PORT, PROBE_TIME, STR, Col, Table, count_col
+from .tables import CONTRACT_VERSION, TABLES
+
+# Runs written under an older data contract still load: their tables that have
+# changed since are read with the definition they were written by, then
+# upgraded to today's columns (what is gone is dropped; what was never recorded
+# gets the "not recorded" value today's definition documents).
+READABLE_CONTRACTS = (2, 3, CONTRACT_VERSION)
+
+
+@dataclass(frozen=True)
+class Legacy:
+    table: Table
+    upgrade: Callable[[pd.DataFrame], pd.DataFrame]
+
+
+def _aq_listener_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    return df[TABLES["aq_listener"].column_names]
+
+
+def _ep_loop_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    return _ep_loop_from_v2(df.assign(tid=df["pid"]))
+
+
+def _ep_loop_from_v2(df: pd.DataFrame) -> pd.DataFrame:
+    # The thread's CPU time was not recorded before contract 4.
+    df = df.assign(cpu_ns=pd.NA)
+    return TABLES["ep_loop"].schema().coerce_dtype(df[TABLES["ep_loop"].column_names])
+
+
+def _tw_connect_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    # v1 counted every connect() by errno; 0 (success) and 115 (EINPROGRESS) are not failures.
+    df = df[~df["errno"].isin([0, 115])]
+    df = df.assign(family=0, raddr="", rport=0, failures=df["calls"])
+    return TABLES["tw_connect"].schema().coerce_dtype(df[TABLES["tw_connect"].column_names])
+
+
+# Tables a contract did not have: read as empty from runs of that contract.
+ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {2: frozenset({"rt_flow"})}
+
+LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
+    2: {
+        "aq_listener": Legacy(
+            Table(
+                "aq_listener",
+                "aq_listener.csv",
+                "probes/accept_queue.bt",
+                1,
+                "Per interval, per listening socket that had arrivals, accepts or a non-empty queue.",
+                (
+                    PROBE_TIME,
+                    NETNS,
+                    Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                    Col("laddr", STR, "local address the socket listens on"),
+                    Col("lport", INT, "local port", PORT),
+                    count_col("limit", "sk_max_ack_backlog: the effective accept-queue limit"),
+                    count_col("enqueues", "connections queued on the listener this interval (sk_data_ready on LISTEN)"),
+                    count_col("depth_max", "largest queue depth right after an enqueue this interval"),
+                    count_col("depth_sum", "sum of depths at each enqueue (depth_sum / enqueues = mean depth seen)"),
+                    count_col("depth_le_25pct", "enqueues that found depth <= 25 % of the limit"),
+                    count_col("depth_le_50pct", "enqueues with 25 % < depth <= 50 % of the limit"),
+                    count_col("depth_le_75pct", "enqueues with 50 % < depth <= 75 % of the limit"),
+                    count_col("depth_le_100pct", "enqueues with 75 % < depth <= limit"),
+                    count_col(
+                        "full_events",
+                        "enqueues that left the queue full (depth > limit: the kernel drops further SYNs and ACKs)",
+                    ),
+                    count_col("depth_now", "queue depth at the end of the interval (like ss Recv-Q)"),
+                    count_col("accepted", "successful accept()/accept4() on this listener this interval"),
+                ),
+            ),
+            _aq_listener_from_v1,
+        ),
+        "tw_close": Legacy(
+            Table(
+                "tw_close",
+                "tw_close.csv",
+                "probes/time_wait.bt",
+                1,
+                "Per interval, per (namespace, local address, remote address, service port) with TCP closes.",
+                (
+                    *ENDPOINT_KEY,
+                    count_col(
+                        "active_closes", "ESTABLISHED -> FIN_WAIT1: this side closed first and will hold TIME_WAIT"
+                    ),
+                    count_col("passive_closes", "ESTABLISHED -> CLOSE_WAIT: the peer closed first"),
+                    count_col("life_lt_1ms", "connections that lived < 1 ms (ESTABLISHED to CLOSE)"),
+                    count_col("life_lt_10ms", "lived 1-10 ms"),
+                    count_col("life_lt_100ms", "lived 10-100 ms"),
+                    count_col("life_lt_1s", "lived 100 ms - 1 s"),
+                    count_col("life_lt_10s", "lived 1-10 s"),
+                    count_col("life_ge_10s", "lived 10 s or more"),
+                    count_col("life_sum_us", "sum of those lifetimes (us): mean = sum / count"),
+                ),
+                key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),
+            ),
+            lambda df: df,
+        ),
+        "tw_connect": Legacy(
+            Table(
+                "tw_connect",
+                "tw_connect.csv",
+                "probes/time_wait.bt",
+                1,
+                "Per interval, per (namespace, process, errno): connect() calls on TCP sockets.",
+                (
+                    PROBE_TIME,
+                    NETNS,
+                    Col("pid", INT, "process id", NONNEG),
+                    Col("comm", STR, "process name: " + COMM_TEXT),
+                    Col("errno", INT, "0 = success, 115 = EINPROGRESS (non-blocking), 99 = EADDRNOTAVAIL, ...", NONNEG),
+                    count_col("calls", "connect() calls that returned it"),
+                ),
+                key=("time_s", "netns", "pid", "comm", "errno"),
+            ),
+            _tw_connect_from_v1,
+        ),
+        "ep_loop": Legacy(
+            Table(
+                "ep_loop",
+                "ep_loop.csv",
+                "probes/epoll.bt",
+                1,
+                "Per interval, per (process, thread name) that waited in epoll.",
+                (
+                    PROBE_TIME,
+                    Col("pid", INT, "process id", NONNEG),
+                    Col("comm", STR, "thread name: " + COMM_TEXT),
+                    count_col("calls", "epoll_wait/epoll_pwait/epoll_pwait2 calls that returned"),
+                    count_col("nb_calls", "of them non-blocking polls (timeout 0)"),
+                    count_col(
+                        "nb_ns_sum", "time inside the non-blocking polls (ns): the kernel's cost of collecting events"
+                    ),
+                    count_col("events_sum", "events returned"),
+                    count_col("ret_zero", "calls that returned no event (timeout)"),
+                    count_col("ret_full", "calls that returned maxevents: a full batch, more may be waiting"),
+                    count_col("errors", "calls that failed (EINTR, ...)"),
+                    count_col("wait_ns_sum", "time inside blocking calls (ns): mostly waiting"),
+                    count_col("wait_lt_10us", "blocking calls that returned within 10 us"),
+                    count_col("wait_lt_100us", "10-100 us"),
+                    count_col("wait_lt_1ms", "100 us - 1 ms"),
+                    count_col("wait_lt_10ms", "1-10 ms"),
+                    count_col("wait_ge_10ms", "10 ms or more"),
+                    count_col("ev_1", "calls that returned 1 event"),
+                    count_col("ev_2_7", "2-7 events"),
+                    count_col("ev_8_63", "8-63 events"),
+                    count_col("ev_ge_64", "64 or more events"),
+                    count_col("ctl_add", "epoll_ctl ADD: fds registered"),
+                    count_col("ctl_del", "epoll_ctl DEL: fds removed"),
+                ),
+                key=("time_s", "pid", "comm"),
+            ),
+            _ep_loop_from_v1,
+        ),
+    },
+    3: {
+        "ep_loop": Legacy(
+            Table(
+                "ep_loop",
+                "ep_loop.csv",
+                "probes/epoll.bt",
+                2,
+                "Per interval, per thread (process, thread id, thread name) that waited in epoll. Every column is "
+                "an estimate from a random 1-in-8 sample of calls, each counting 8. Runs of contract 2 counted "
+                "every call per (process, thread name): read here with tid = pid.",
+                (
+                    PROBE_TIME,
+                    Col("pid", INT, "process id", NONNEG),
+                    Col("tid", INT, "thread id (= pid in runs of contract 2)", NONNEG),
+                    Col("comm", STR, "thread name: " + COMM_TEXT),
+                    count_col("calls", "epoll_wait/epoll_pwait/epoll_pwait2 calls that returned"),
+                    count_col("nb_calls", "of them non-blocking polls (timeout 0)"),
+                    count_col(
+                        "nb_ns_sum", "time inside the non-blocking polls (ns): the kernel's cost of collecting events"
+                    ),
+                    count_col("events_sum", "events returned"),
+                    count_col("ret_zero", "calls that returned no event (timeout)"),
+                    count_col("ret_full", "calls that returned maxevents: a full batch, more may be waiting"),
+                    count_col("errors", "calls that failed (EINTR, ...)"),
+                    count_col("wait_ns_sum", "time inside blocking calls (ns): mostly waiting"),
+                ),
+                key=("time_s", "pid", "tid", "comm"),
+            ),
+            _ep_loop_from_v2,
+        ),
+    },
+}

@@ -1,0 +1,428 @@
+"""The CSV tables of a run directory: every file a probe or sampler writes, in one place.
+
+Each table names its file, the writer that produces it, a version, and for each
+column its type, checks and meaning. Loaders validate against these tables;
+tests check that real probe output matches them; docs/data-contract.md is
+generated from them (``python -m analysis schema-doc``).
+
+Bump a table's ``version`` (and CONTRACT_VERSION) whenever a column changes
+meaning, type or order; writers print the contract version they follow.
+"""
+
+from __future__ import annotations
+
+import pandera.pandas as pa
+
+from .columns import (
+    COMM_TEXT,
+    ENDPOINT_KEY,
+    EPOCH,
+    EPOCH_MAX,
+    EPOCH_MIN,
+    FLOAT,
+    INT,
+    NETNS,
+    NONNEG,
+    PORT,
+    PROBE_TIME,
+    SAMPLE_TIME,
+    STR,
+    Col,
+    Table,
+    count_col,
+)
+
+# Version of the whole contract, recorded by collector/capture in metadata.json.
+CONTRACT_VERSION = 4
+
+
+# How every CSV is read (analysis/load), stated once for the doc.
+CSV_RULES = (
+    "Files are bytes: the loader reads them as UTF-8 and decodes a byte that is not valid UTF-8 as the "
+    "four characters `\\xNN` (Python's `backslashreplace`), so nothing is lost and nothing fails to decode.",
+    'Fields are RFC 4180: a field holding `,` `"` CR or LF is written in double quotes with inner quotes '
+    "doubled; a quoted field may span lines. Every row, the last included, ends with a line feed.",
+    "Blank lines are skipped (and noted in the report). Errors name the physical line of the file "
+    "(counting the lines inside quoted fields) and the 1-based column: `file:line: column N (name): what`.",
+    "int columns hold optionally signed decimal digits within int64 (a larger value is an error, never "
+    "wrapped); float columns hold finite decimal numbers (`nan`, `inf` and overflow are errors); empty "
+    "means missing and is allowed only where the type says `or empty`.",
+    "Epoch columns must lie in 2000-2100, and inside the capture "
+    "(metadata.json started_epoch - slack .. ended_epoch + slack, slack = max(5 s, 2 intervals)).",
+    "A table with a key (listed under it) may not hold two rows with the same key.",
+    "A probe family's files together hold exactly the rows metadata.json `probes.<family>.rows` says "
+    "collector/probe-to-csv wrote; counters.csv, sockstat.csv and sysctls.csv hold rows of every sampled "
+    "namespace (a complete run).",
+)
+# Inside the capture window, with this slack (s) at either end, or this many intervals if more.
+TIME_SLACK_S = 5.0
+TIME_SLACK_INTERVALS = 2
+# Tcp counters that are gauges or constants: their delta may be negative (CurrEstab) or their value -1 (MaxConn).
+GAUGE_COUNTERS = frozenset({"CurrEstab", "MaxConn", "RtoAlgorithm", "RtoMin", "RtoMax"})
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table(
+            "aq_listen",
+            "aq_listen.csv",
+            "probes/accept_queue.bt",
+            1,
+            "One row per listen() call seen while the probe ran.",
+            (
+                Col("time_s", INT, "wall-clock second of the listen() call (epoch seconds)", EPOCH),
+                Col("pid", INT, "process id that called listen()", NONNEG),
+                Col("comm", STR, "process name: " + COMM_TEXT),
+                NETNS,
+                Col("lport", INT, "local port of the listening socket", PORT),
+                Col("fd", INT, "file descriptor passed to listen()", NONNEG),
+                Col("backlog_requested", INT, "backlog argument the application asked for"),
+                Col(
+                    "limit_effective",
+                    INT,
+                    "sk_max_ack_backlog the kernel set: min(backlog, net.core.somaxconn); -1 if listen() failed",
+                ),
+                Col("ret", INT, "return value of listen() (0 or -errno)"),
+            ),
+        ),
+        Table(
+            "aq_listener",
+            "aq_listener.csv",
+            "probes/accept_queue.bt",
+            2,
+            "Per interval, per listening socket that had arrivals, accepts or a non-empty queue.",
+            (
+                PROBE_TIME,
+                NETNS,
+                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                Col("laddr", STR, "local address the socket listens on"),
+                Col("lport", INT, "local port", PORT),
+                count_col("limit", "sk_max_ack_backlog: the effective accept-queue limit (read at the interval end)"),
+                count_col("enqueues", "connections queued on the listener this interval (sk_data_ready on LISTEN)"),
+                count_col("depth_max", "largest queue depth right after an enqueue this interval"),
+                count_col(
+                    "full_events",
+                    "enqueues that left the queue full (depth > limit: the kernel drops further SYNs and ACKs)",
+                ),
+                count_col("depth_now", "queue depth at the end of the interval (like ss Recv-Q)"),
+                count_col("accepted", "successful accept()/accept4() on this listener this interval"),
+            ),
+        ),
+        Table(
+            "aq_accept",
+            "aq_accept.csv",
+            "probes/accept_queue.bt",
+            1,
+            "Per interval, per (process, listener): the application's accept() calls.",
+            (
+                PROBE_TIME,
+                Col("pid", INT, "process id calling accept", NONNEG),
+                Col("comm", STR, "process name: " + COMM_TEXT),
+                NETNS,
+                Col("lport", INT, "local port of the listener accepted on", PORT),
+                count_col("accepted", "successful accept()/accept4() calls"),
+                count_col("eagain", "calls that returned EAGAIN (non-blocking accept, queue empty)"),
+                count_col("errors", "calls that failed with another error"),
+            ),
+            key=("time_s", "pid", "comm", "netns", "lport"),
+        ),
+        Table(
+            "rt_endpoint",
+            "rt_endpoint.csv",
+            "probes/retransmits.bt",
+            1,
+            "Per interval, per (namespace, local address, remote address, service port) with retransmits. "
+            "The service port is the lower of the two ports, so one client's ephemeral ports fold into one row.",
+            (
+                *ENDPOINT_KEY,
+                count_col("data_segs", "data segments retransmitted (gso_segs summed; what TcpRetransSegs adds)"),
+                count_col("data_events", "retransmit events for them (one event can carry many segments)"),
+                count_col("syn_segs", "SYN retransmits (socket in SYN_SENT)"),
+                count_col("synack_segs", "SYN-ACK retransmits by a listener"),
+                count_col(
+                    "failed_events", "retransmit attempts that failed locally (err != 0; not counted by the kernel)"
+                ),
+            ),
+            key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),
+        ),
+        Table(
+            "rt_resets",
+            "rt_resets.csv",
+            "probes/retransmits.bt",
+            1,
+            "Per interval, per namespace with TCP resets.",
+            (
+                PROBE_TIME,
+                NETNS,
+                count_col("rst_sent", "RSTs sent on a socket"),
+                count_col("rst_sent_nosock", "RSTs sent for packets that matched no socket (e.g. a closed port)"),
+                count_col("rst_received", "RSTs received"),
+            ),
+            key=("time_s", "netns"),
+        ),
+        Table(
+            "rt_flow",
+            "rt_flow.csv",
+            "probes/retransmits.bt",
+            1,
+            "Per interval, per flow (both ports) that re-sent data: the flow's own retransmit rate is "
+            "data_segs / data_segs_out. Absent in runs of contract 2.",
+            (
+                PROBE_TIME,
+                NETNS,
+                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                Col("laddr", STR, "local address"),
+                Col("lport", INT, "local port", PORT),
+                Col("raddr", STR, "remote address"),
+                Col("rport", INT, "remote port", PORT),
+                count_col("data_segs", "data segments re-sent (tcp_skb_pcount, as TcpRetransSegs counts)"),
+                count_col(
+                    "data_segs_out",
+                    "data segments the flow sent (tcp_sock data_segs_out, re-sent ones included) since its "
+                    "previous row, read at its retransmits; the first row has all it sent before",
+                ),
+            ),
+            key=("time_s", "netns", "family", "laddr", "lport", "raddr", "rport"),
+        ),
+        Table(
+            "tw_close",
+            "tw_close.csv",
+            "probes/time_wait.bt",
+            2,
+            "Per interval, per (namespace, local address, remote address, service port) with TCP closes. "
+            "Closes are exact; lifetimes come from a 1-in-16 sample of sockets, each counting 16 (estimates).",
+            (
+                *ENDPOINT_KEY,
+                count_col("active_closes", "ESTABLISHED -> FIN_WAIT1: this side closed first and will hold TIME_WAIT"),
+                count_col("passive_closes", "ESTABLISHED -> CLOSE_WAIT: the peer closed first"),
+                count_col(
+                    "life_lt_1ms", "connections that lived < 1 ms (ESTABLISHED to CLOSE; sampled, multiples of 16)"
+                ),
+                count_col("life_lt_10ms", "lived 1-10 ms"),
+                count_col("life_lt_100ms", "lived 10-100 ms"),
+                count_col("life_lt_1s", "lived 100 ms - 1 s"),
+                count_col("life_lt_10s", "lived 1-10 s"),
+                count_col("life_ge_10s", "lived 10 s or more"),
+                count_col("life_sum_us", "sum of those lifetimes (us, sampled x 16): mean = sum / count"),
+            ),
+            key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),
+        ),
+        Table(
+            "tw_connect",
+            "tw_connect.csv",
+            "probes/time_wait.bt",
+            2,
+            "Per interval, per (namespace, process, destination, errno): TCP connects that failed "
+            "(SYN_SENT -> CLOSE). Runs of contract 2 counted connect() calls by errno instead: read here as "
+            "their failures, with no destination (family 0, raddr empty, rport 0).",
+            (
+                PROBE_TIME,
+                NETNS,
+                Col(
+                    "pid", INT, "process that called connect() for a local failure (EADDRNOTAVAIL); 0 otherwise", NONNEG
+                ),
+                Col("comm", STR, "its name (empty when pid is 0): " + COMM_TEXT, nullable=True),
+                Col(
+                    "family", INT, "address family: 2 = IPv4, 10 = IPv6 (0: not recorded)", (pa.Check.isin([0, 2, 10]),)
+                ),
+                Col("raddr", STR, "destination address (empty: not recorded)"),
+                Col("rport", INT, "destination port", PORT),
+                Col(
+                    "errno",
+                    INT,
+                    "99 = EADDRNOTAVAIL (no free local port: no SYN sent), 111 = refused, 110 = timed out, ...; "
+                    "0 = closed by the application before the handshake ended",
+                    NONNEG,
+                ),
+                count_col("failures", "failed connects"),
+            ),
+            key=("time_s", "netns", "pid", "comm", "family", "raddr", "rport", "errno"),
+        ),
+        Table(
+            "ep_loop",
+            "ep_loop.csv",
+            "probes/epoll.bt",
+            3,
+            "Per interval, per thread (process, thread id, thread name) that waited in epoll. Every column is "
+            "an estimate from a random 1-in-8 sample of calls, each counting 8. Runs of contract 2 counted "
+            "every call per (process, thread name): read here with tid = pid.",
+            (
+                PROBE_TIME,
+                Col("pid", INT, "process id", NONNEG),
+                Col("tid", INT, "thread id (= pid in runs of contract 2)", NONNEG),
+                Col("comm", STR, "thread name: " + COMM_TEXT),
+                count_col("calls", "epoll_wait/epoll_pwait/epoll_pwait2 calls that returned"),
+                count_col("nb_calls", "of them non-blocking polls (timeout 0)"),
+                count_col(
+                    "nb_ns_sum", "time inside the non-blocking polls (ns): the kernel's cost of collecting events"
+                ),
+                count_col("events_sum", "events returned"),
+                count_col("ret_zero", "calls that returned no event (timeout)"),
+                count_col("ret_full", "calls that returned maxevents: a full batch, more may be waiting"),
+                count_col("errors", "calls that failed (EINTR, ...)"),
+                count_col("wait_ns_sum", "time inside blocking calls (ns): mostly waiting"),
+                Col(
+                    "cpu_ns",
+                    INT,
+                    "CPU time the thread used (task sum_exec_runtime, read at its sampled calls: not an "
+                    "estimate) since its previous row; empty in runs of contracts 2 and 3",
+                    NONNEG,
+                    nullable=True,
+                ),
+            ),
+            key=("time_s", "pid", "tid", "comm"),
+        ),
+        Table(
+            "counters",
+            "counters.csv",
+            "collector/sample-netns",
+            1,
+            "TcpExt and Tcp counters from /proc/net/netstat and /proc/net/snmp, per namespace. "
+            "The first sample has every counter (delta empty); later samples only counters that changed.",
+            (
+                SAMPLE_TIME,
+                NETNS,
+                Col("group", STR, "TcpExt or Tcp", (pa.Check.isin(["TcpExt", "Tcp"]),)),
+                Col("counter", STR, "counter name, e.g. ListenOverflows"),
+                Col("value", INT, "value at the sample (cumulative; gauges such as CurrEstab are current)"),
+                Col("delta", INT, "change since the previous sample; empty on the first sample", nullable=True),
+            ),
+            key=("time_s", "netns", "group", "counter"),
+        ),
+        Table(
+            "listeners",
+            "listeners.csv",
+            "collector/sample-netns",
+            1,
+            "ss -ltnp snapshot per sample: every TCP listener of the namespace.",
+            (
+                SAMPLE_TIME,
+                NETNS,
+                Col("laddr", STR, "local address (* or 0.0.0.0 = any)"),
+                Col("lport", INT, "local port", PORT),
+                count_col("recv_q", "Recv-Q: connections waiting in the accept queue now"),
+                count_col("send_q", "Send-Q: the accept-queue limit (sk_max_ack_backlog)"),
+                Col("pid", INT, "first process holding the socket (empty if unknown)", NONNEG, nullable=True),
+                Col("comm", STR, "its name (empty if unknown), as ss prints it; " + COMM_TEXT, nullable=True),
+            ),
+        ),
+        Table(
+            "sockstat",
+            "sockstat.csv",
+            "collector/sample-netns",
+            1,
+            "The TCP line of /proc/net/sockstat per sample.",
+            (
+                SAMPLE_TIME,
+                NETNS,
+                count_col("tcp_inuse", "TCP sockets in use"),
+                count_col("tcp_orphan", "orphaned TCP sockets (closed by the app, not yet by the kernel)"),
+                count_col("tcp_tw", "TIME_WAIT sockets"),
+                count_col("tcp_alloc", "TCP sockets allocated"),
+                count_col("tcp_mem", "TCP memory in pages"),
+            ),
+            key=("time_s", "netns"),
+        ),
+        Table(
+            "tw_sockets",
+            "tw_sockets.csv",
+            "collector/sample-netns",
+            1,
+            "ss -tano state time-wait per sample, grouped by (local address, remote address, service port).",
+            (
+                SAMPLE_TIME,
+                NETNS,
+                Col("laddr", STR, "local address"),
+                Col("raddr", STR, "remote address"),
+                Col("service_port", INT, "the lower of the two ports", PORT),
+                Col("service_local", INT, "1 if the service port is local", (pa.Check.isin([0, 1]),)),
+                count_col("count", "TIME_WAIT sockets"),
+                Col("timer_min_s", FLOAT, "least time left on their timewait timers (s)", NONNEG, nullable=True),
+                Col("timer_max_s", FLOAT, "most time left (s)", NONNEG, nullable=True),
+            ),
+            key=("time_s", "netns", "laddr", "raddr", "service_port", "service_local"),
+        ),
+        Table(
+            "sysctls",
+            "sysctls.csv",
+            "collector/snapshot-sysctls",
+            1,
+            "TCP queue sysctls of each sampled namespace at the start and end of the capture.",
+            (
+                Col("phase", STR, "start or end", (pa.Check.isin(["start", "end"]),)),
+                NETNS,
+                Col("key", STR, "sysctl name, e.g. net.core.somaxconn"),
+                Col("value", STR, "value (inner whitespace folded to one space); see the value formats below"),
+            ),
+            key=("phase", "netns", "key"),
+        ),
+        Table(
+            "connects",
+            "connects.csv",
+            "labs/go/cmd/connload",
+            2,
+            "Lab load generator: one row per connection attempt (the user-visible symptom).",
+            (
+                Col(
+                    "start_unix_ns",
+                    INT,
+                    "wall clock when the attempt started (ns since epoch)",
+                    (pa.Check.in_range(EPOCH_MIN * 10**9, EPOCH_MAX * 10**9),),
+                ),
+                Col("conn_id", INT, "attempt number, in start order", NONNEG),
+                count_col("connect_us", "time until connect() returned, success or not (us)"),
+                Col(
+                    "first_byte_us",
+                    INT,
+                    "time from start to the server's reply (us); empty if none",
+                    NONNEG,
+                    nullable=True,
+                ),
+                Col(
+                    "result",
+                    STR,
+                    "ok, connect_timeout, connect_refused, connect_error, reset, io_timeout, io_error",
+                    (
+                        pa.Check.isin(
+                            [
+                                "ok",
+                                "connect_timeout",
+                                "connect_refused",
+                                "connect_error",
+                                "reset",
+                                "io_timeout",
+                                "io_error",
+                            ]
+                        ),
+                    ),
+                ),
+                Col("errno", STR, "errno name when one was available (ECONNREFUSED, ETIMEDOUT, ...)", nullable=True),
+                count_col("requests_ok", "request/reply exchanges completed on the connection (v2)"),
+            ),
+            optional=True,
+            key=("conn_id",),
+        ),
+    )
+}
+
+
+# sysctls.csv values the analysis computes with, and the form each must have
+# (anything else is an error naming the line, not a crash or a wrong number).
+# Other keys are kept as text.
+SYSCTL_FORMATS: dict[str, str] = {
+    "net.core.somaxconn": "int",
+    "net.ipv4.tcp_max_syn_backlog": "int",
+    "net.ipv4.tcp_syncookies": "int",
+    "net.ipv4.tcp_abort_on_overflow": "int",
+    "net.ipv4.tcp_fin_timeout": "int",
+    "net.ipv4.tcp_max_tw_buckets": "int",
+    "net.ipv4.tcp_tw_reuse": "int",
+    "net.ipv4.tcp_timestamps": "int",
+    "net.ipv4.tcp_syn_retries": "int",
+    "net.ipv4.tcp_synack_retries": "int",
+    "net.ipv4.ip_local_port_range": "port_range",
+}
+SYSCTL_FORMAT_TEXT = {
+    "int": "a non-negative decimal integer within int64",
+    "port_range": "two ports `low high` separated by one space, 1 <= low <= high <= 65535",
+}

@@ -1,0 +1,54 @@
+"""What ties a run's tables to its metadata.json: the rows each probe family wrote, a sample of every
+sampled namespace."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analysis.contract import TABLES
+
+from .errors import RunDataError
+from .table import rows_in_file
+
+if TYPE_CHECKING:
+    from .run import Run
+
+
+def cross_checks(run: Run) -> None:
+    """Raise a RunDataError (or, for a run that did not end normally, add a note) where they disagree."""
+    _probe_rows(run)
+    _namespace_samples(run)
+
+
+def _probe_rows(run: Run) -> None:
+    """Each probe family's files hold the rows probe-to-csv counted when it wrote them."""
+    for family, info in run.metadata["probes"].items():
+        names = [n for n, t in TABLES.items() if t.probe_family == family]
+        if info.get("status") != "ok" or not names or any(n in run.missing for n in names):
+            continue
+        have = sum(rows_in_file(run.loaded[n]) for n in names)
+        if have != info["rows"]:
+            files = ", ".join(TABLES[n].file for n in names)
+            raise RunDataError(
+                f"{run.meta_line('probes', family, 'rows')}: probes.{family}.rows: {info['rows']}, but "
+                f"{files} hold {have} rows together: a file was cut short or rows were added"
+            )
+
+
+def _namespace_samples(run: Run) -> None:
+    """Every sampled namespace has samples (the samplers write one per interval)."""
+    for name in ("counters", "sockstat", "sysctls"):
+        if name in run.missing:
+            continue
+        ld = run.loaded[name]
+        have = set(ld.df["netns"].dropna().astype("int64").tolist())
+        for i, ns in enumerate(run.metadata["netns"]):
+            if ns["inode"] in have:
+                continue
+            msg = (
+                f"{run.path / TABLES[name].file}:{ld.last_line}: no row for namespace {ns['label']} "
+                f"(inode {ns['inode']}, {run.meta_line('netns', i)}): the file was cut short"
+            )
+            if run.complete:
+                raise RunDataError(msg)
+            run.notes.append(msg + " (run incomplete)")
