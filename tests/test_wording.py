@@ -1,6 +1,6 @@
 """Every sentence is written from numbers, never from None, NaN or a Python repr.
 
-Each template wording.py knows is rendered twice: with every evidence number
+Each template analysis/wording knows is rendered twice: with every evidence number
 missing (an empty evidence dict, and every named number None), and with the
 real numbers of every fixture in tests/fixtures (all rules on each run, every
 finding worded, plus the report and measurements text). No rendered text may
@@ -13,14 +13,19 @@ import math
 import re
 import string
 from functools import cache
+from importlib import import_module
 
 import pandas as pd
 import pytest
 
 from analysis import wording
+from analysis.derived import measurements
+from analysis.families import FAMILIES
 from analysis.findings import Finding, Link
-from analysis.load.run import Run
-from analysis.render import measurements, report
+from analysis.load import Run
+from analysis.render import compare as render_compare
+from analysis.render import measurements as measurements_md
+from analysis.render import report
 from analysis.rules import evaluate_all
 from tests.conftest import FIXTURES
 
@@ -110,6 +115,17 @@ def test_every_template_renders_with_every_number_missing() -> None:
                 _clean(text, f"model {kind_key}")
 
 
+def test_each_family_module_words_its_own_finding() -> None:
+    """A family's templates, title and causes come from its module of probes/families.conf."""
+    for fam in FAMILIES.values():
+        own = import_module(fam.wording_module).WORDING
+        assert own.kind == fam.finding, fam.wording
+        assert wording.TITLES[own.kind] == own.title
+        assert {(own.kind, *k) for k in own.templates} == {k for k in wording.TEMPLATES if k[0] == own.kind}
+        assert set(own.causes.items()) <= set(wording.CAUSE_NAMES.items())
+    assert {kind for kind, _, _ in wording.TEMPLATES} == set(wording.TITLES) == {f.finding for f in FAMILIES.values()}
+
+
 def test_every_headline_renders_with_every_subject_number_missing() -> None:
     subjects = [
         {"netns": None, "netns_label": None, "laddr": None, "lport": None, "pid": None, "comm": None},
@@ -135,7 +151,7 @@ def test_every_real_finding_is_worded_from_its_numbers() -> None:
                 reached.add((f.kind, link.link, link.key))
                 _clean(wording.describe(f.kind, link), f"{name}: {f.kind}/{link.link}/{link.key}")
         m = measurements.all_measurements(run)
-        _clean("\n".join(measurements.markdown(m)) or "-", f"{name}: measurements")
+        _clean("\n".join(measurements_md.markdown(m)) or "-", f"{name}: measurements")
         _clean(report.markdown(run, findings, [], m), f"{name}: report.md")
     assert set(wording.TEMPLATES) - reached <= NOT_IN_ANY_FIXTURE, sorted(set(wording.TEMPLATES) - reached)
 
@@ -192,7 +208,7 @@ def test_comparison_and_sweep_text_say_when_a_number_is_missing() -> None:
     _clean(line, "compare line")
     assert "not measured under defaults" in line
     summary = pd.DataFrame([r])
-    md = wording.compare_markdown(
+    md = render_compare.markdown(
         {**v, "lab": "x", "variant": "y", "headline": r, "others": [], "metrics": [r], "repeat": 3,
          "overrides": {}, "profile_caveats": []},
         summary,

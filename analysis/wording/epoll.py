@@ -1,0 +1,132 @@
+"""Wording of event_loop_saturation (rule: analysis/rules/epoll.py).
+
+The templates of each link of its evidence chain, the phrases they need (how
+the probe counted, the process's other threads, wrk's rate) and the finding's
+title line, which names a thread rather than an address.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.findings import Finding, Link
+
+from .base import Wording, by_step
+from .numbers import is_missing, join_words, number
+from .template import Opt, Part
+
+KIND = "event_loop_saturation"
+TITLE = "Event loop saturated"
+CAUSES = {
+    "loop_saturated": "the loop always finds work ready",
+}
+
+TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
+    ("symptom", "client"): (
+        Opt(
+            "Lab client: wrk served {wrk_text}.",
+            "No client-side view in this run; the probe's numbers are the symptom.",
+        ),
+    ),
+    ("symptom", "not_captured"): ("No client-side view in this run; the probe's numbers are the symptom.",),
+    ("counter", "no_kernel_counter"): (
+        "Kernel counter: none exists for a saturated loop",
+        Opt("; its listeners' Recv-Q peaked at {listener_recv_q_max}", "; its listeners' Recv-Q was not sampled"),
+        Opt("; this thread accepted on port {thread_accepts_on}"),
+        ".",
+    ),
+    ("probe", "never_waits"): (
+        "Probe: in {intervals_never_waiting} of {intervals_with_events} busy intervals the loop spent under 5 % of "
+        "the time blocked in epoll",
+        Opt(" (mean {wait_share_busy_pct} %)"),
+        Opt(" while on the CPU {cpu_share_busy_pct} % of the time"),
+        Opt("; {calls_per_s} calls/s"),
+        Opt(", {nonblocking_share_pct} % non-blocking polls"),
+        Opt(", {events_per_call} events per call"),
+        Opt(", {full_batches} full batches"),
+        ".",
+        Opt("{sample_text}"),
+        Opt("{others_text}"),
+    ),
+    ("probe", "waits"): (
+        "Probe: the loop waits",
+        Opt(
+            " (median {wait_share_median_pct} % of each busy interval blocked in epoll)",
+            " (it had no busy interval)",
+        ),
+        ".",
+    ),
+    ("cause", "loop_saturated"): (
+        "Cause: more ready work than the loop's threads can run",
+        Opt(" (GOMAXPROCS={gomaxprocs}, {work_per_request} of CPU per request)"),
+        ": events wait in socket buffers, not in epoll.",
+    ),
+    ("fix", "loop_saturated"): (
+        "Fix: more loop threads or processes (GOMAXPROCS, nginx worker_processes, Redis io-threads, "
+        "SO_REUSEPORT), move CPU work off the loop, or shed load. epoll itself is not the bottleneck.",
+    ),
+    ("verification", "rerun"): (
+        "Verify: `{command}`: the loop should spend ",
+        Opt("over {expect_wait_share_pct_above} % of idle time", "most of its idle time"),
+        " blocked.",
+    ),
+}
+
+
+def _symptom(link: Link, ev: dict[str, Any]) -> None:
+    wrk = [x for x in (ev.get("wrk_requests_per_s") or []) if not is_missing(x)]
+    if wrk:
+        ev["wrk_text"] = (
+            f"{number(wrk[0])} requests/s"
+            if len(wrk) == 1
+            else f"{join_words([number(x) for x in wrk])} requests/s in its {len(wrk)} phases"
+        )
+
+
+def _probe(link: Link, ev: dict[str, Any]) -> None:
+    ev["sample_text"] = (
+        " These are the thread's own numbers, estimated from a 1-in-8 sample of its epoll calls."
+        if ev.get("estimated_from_sample") and ev.get("per_thread")
+        else " This capture counted per process (data contract 2): the numbers are the process's."
+        if ev.get("per_thread") is False
+        else ""
+    )
+    n, sat = ev.get("other_threads_with_events"), ev.get("other_threads_saturated")
+    if not is_missing(n) and n > 0:
+        med = ev.get("other_threads_blocked_median_pct")
+        waiting = n - (sat or 0)
+        ev["others_text"] = (
+            f" Its process has {number(n)} other thread(s) with epoll events; {number(waiting)} of them wait"
+            + (f" (median {number(med)} % of each interval blocked)" if not is_missing(med) else "")
+            + " and are not at fault."
+        )
+
+
+def headline(f: Finding, status: str) -> str:
+    """The title line: the thread (or process), its pid and listening ports, and the status."""
+    s = f.subject
+    ports = [number(p) for p in s.get("listen_ports") or []]
+    pid, tid, process = s.get("pid"), s.get("tid"), s.get("process")
+    thread = not is_missing(tid) and not is_missing(pid) and tid != pid
+    where = ", ".join(
+        x
+        for x in (
+            f"pid {pid}" if not is_missing(pid) else "",
+            ("port " if len(ports) == 1 else "ports ") + join_words(ports) if ports else "",
+        )
+        if x
+    )
+    who = s.get("comm") or "a process"
+    if thread:
+        who = f"thread {s.get('comm') or 'unnamed'} (tid {tid}) of {process or 'its process'}"
+    return f"{TITLE}: {who}" + (f" ({where})" if where else "") + f": {status}"
+
+
+WORDING = Wording(
+    kind=KIND,
+    title=TITLE,
+    causes=CAUSES,
+    templates=TEMPLATES,
+    derive=by_step({"symptom": _symptom, "probe": _probe}),
+    headline=headline,
+)

@@ -1,0 +1,57 @@
+"""What a finding is about, named: the object (listener, endpoint, flow) and the finding's title line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from analysis.findings import Finding
+
+from .catalog import CAUSE_NAMES, HEADLINES, TITLES
+from .numbers import is_missing, number
+
+STATUS_WORDS = {
+    "confirmed": "confirmed",
+    "suspected": "suspected",
+    "absent": "absent",
+    "not_checked": "not checked",
+}
+
+
+def _or(v: Any, unknown: str) -> str:
+    return unknown if is_missing(v) else number(v)
+
+
+def where(s: Mapping[str, Any]) -> str:
+    """The object a finding's subject names: a listener, an endpoint, a flow, or connections to one."""
+    raddr, port = _or(s.get("raddr"), "an unknown address"), _or(s.get("service_port"), "an unknown port")
+    if "service_port" in s and "laddr" not in s and is_missing(s.get("raddr")) and is_missing(s.get("service_port")):
+        return "connections whose destination was not recorded"
+    if "service_port" in s and "laddr" not in s:
+        return f"connections to {raddr}" + (f":{port}" if not is_missing(s.get("service_port")) else f" ({port})")
+    if "service_port" in s:
+        side = f" (we are the {s['we_are']})" if not is_missing(s.get("we_are")) else ""
+        if not is_missing(s.get("lport")) and not is_missing(s.get("rport")):
+            # One flow: both of its ports.
+            return f"the flow {_or(s.get('laddr'), 'an unknown address')}:{s['lport']} -> {raddr}:{s['rport']}{side}"
+        return f"{_or(s.get('laddr'), 'an unknown address')} <-> {raddr} port {port}{side}"
+    if not is_missing(s.get("lport")):
+        return f"{s.get('laddr')}:{s.get('lport')}" if not is_missing(s.get("laddr")) else f"port {s.get('lport')}"
+    return "a listener not seen by the probe"
+
+
+def headline(f: Finding) -> str:
+    """The finding's title line: what, where, who, status and cause."""
+    s = f.subject
+    status = STATUS_WORDS.get(f.status, str(f.status).replace("_", " "))
+    own = HEADLINES.get(f.kind)
+    if own is not None:
+        return own(f, status)
+    proc = (
+        f" ({s['comm']} pid {s.get('pid')})"
+        if s.get("comm") and not is_missing(s.get("pid"))
+        else (f" ({s['comm']})" if s.get("comm") else "")
+    )
+    cause = f" — {CAUSE_NAMES.get(f.cause_class or '', f.cause_class)}" if f.cause_class else ""
+    ns = f" in {s['netns_label']}" if not is_missing(s.get("netns_label")) else ""
+    return f"{TITLES.get(f.kind, f.kind)} on {where(s)}{proc}{ns}: {status}{cause}"
