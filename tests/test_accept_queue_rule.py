@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from analysis.findings import CHAIN_ORDER
-from analysis.load.run import Run
+from analysis.load import Run
 from analysis.render.report import write_report
 from analysis.rules import accept_queue
 from tests.conftest import fixture_run

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.load.run import Run
+from analysis.kernel import EADDRNOTAVAIL
+from analysis.load import Run
 from analysis.rules import epoll, time_wait
 from analysis.wording import describe, headline
 from tests.conftest import fixture_run
@@ -130,7 +131,7 @@ def test_contract3_failures_count_only_for_their_destination() -> None:
     endpoint's, and the exhausted one keeps only its own."""
     run = Run.open(fixture_run("time-wait-exhaust-c3"))
     conn = run.table("tw_connect")
-    mine = conn[conn["errno"] == time_wait.EADDRNOTAVAIL]
+    mine = conn[conn["errno"] == EADDRNOTAVAIL]
     other = mine.copy()
     other["raddr"], other["rport"] = "198.18.0.7", 7000
     other["failures"] = 3

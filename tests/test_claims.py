@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.load.run import Run
-from analysis.rules import epoll, time_wait
+from analysis.derived import counters
+from analysis.derived.epoll import per_process
+from analysis.derived.time_wait import observed_time_wait_length
+from analysis.load import Run
 from tests.conftest import ROOT, fixture_run
 
 SIZING = "accept-overflow-sizing"
@@ -83,13 +85,13 @@ def test_ss_send_q_is_the_limit() -> None:
 def test_syn_queue_shares_the_limit() -> None:
     """C18 (partly): a full small backlog also fills the SYN queue: syncookies are sent."""
     run = Run.open(fixture_run(SIZING))
-    d = run.counter_deltas(run.lab["server"]["netns_inode"], ["TCPReqQFullDoCookies"])
+    d = counters.per_sample(run, run.lab["server"]["netns_inode"], ["TCPReqQFullDoCookies"])
     assert int(d["TCPReqQFullDoCookies"].sum()) > 0
 
 
 def test_go_polls_without_blocking_under_load() -> None:
     """C21 (partly): under load Go's netpoller polls with timeout 0 instead of blocking."""
-    pp = epoll.per_process(Run.open(fixture_run("epoll-busy")))
+    pp = per_process(Run.open(fixture_run("epoll-busy")))
     srv = pp[pp["comm"] == "httpserver"]
     busy = srv[srv["events_sum"] > 500]
     assert int((busy["nb_calls"] == busy["calls"]).sum()) >= 3
@@ -100,7 +102,7 @@ def test_fin_timeout_does_not_shorten_time_wait() -> None:
     run = Run.open(fixture_run("time-wait-fin-timeout"))
     ns = run.lab["client"]["netns_inode"]
     assert run.sysctl(ns, "net.ipv4.tcp_fin_timeout") == "5"
-    assert 57 <= time_wait.observed_time_wait_length(run, ns, "198.18.0.1", 8080) <= 63
+    assert 57 <= observed_time_wait_length(run, ns, "198.18.0.1", 8080) <= 63
 
 
 def test_no_so_backlog_in_go() -> None:

@@ -6,9 +6,12 @@ import filecmp
 
 import pytest
 
-from analysis.load.run import Run
-from analysis.render import measurements
-from analysis.rules import evaluate_all, retransmits, time_wait
+from analysis.derived import measurements
+from analysis.derived.retransmits import reconcile
+from analysis.derived.time_wait import observed_time_wait_length, tw_series
+from analysis.kernel import EADDRNOTAVAIL
+from analysis.load import Run
+from analysis.rules import evaluate_all, time_wait
 from analysis.rules.epoll import evaluate as epoll_evaluate
 from analysis.wording import describe
 from tests.conftest import ROOT, fixture_run
@@ -34,7 +37,7 @@ def test_data_loss_is_confirmed_and_reconciles_exactly() -> None:
     assert (f.status, f.cause_class) == ("confirmed", "data_loss")
     assert f.subject["netns"] == run.lab["client"]["netns_inode"]
     assert (f.subject["raddr"], f.subject["service_port"], f.subject["we_are"]) == ("198.18.0.1", 5201, "client")
-    rec = retransmits.reconcile(run, f.subject["netns"])
+    rec = reconcile(run, f.subject["netns"])
     assert rec["kernel_retrans_segs"] > 100
     assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= max(1, 0.01 * rec["kernel_retrans_segs"])
     # iperf3's own count (TCP_INFO total_retrans) tells the same story.
@@ -50,7 +53,7 @@ def test_syn_loss_counts_syn_retransmits_apart() -> None:
     assert f.cause_class == "syn_loss" and f.subject["service_port"] == 8080
     probe = f.link("probe").evidence
     assert probe["syn_segs"] > 20 and probe["data_segs"] == 0
-    rec = retransmits.reconcile(run, f.subject["netns"])
+    rec = reconcile(run, f.subject["netns"])
     # Within 1 %, plus what the kernel says it skipped (recursion misses, in metadata).
     slack = max(1, 0.01 * rec["kernel_syn_retrans"]) + (rec["probe_recursion_misses"] or 0)
     assert abs(rec["probe_syn_retrans"] - rec["kernel_syn_retrans"]) <= slack, rec
@@ -73,7 +76,7 @@ def test_port_exhaustion_is_confirmed_with_littles_law() -> None:
 def test_reuse_run_has_no_eaddrnotavail() -> None:
     run = Run.open(fixture_run("time-wait-reuse"))
     conn = run.table("tw_connect")
-    assert int(conn.loc[conn["errno"] == time_wait.EADDRNOTAVAIL, "failures"].sum()) == 0
+    assert int(conn.loc[conn["errno"] == EADDRNOTAVAIL, "failures"].sum()) == 0
     assert int((run.table("connects")["result"] == "ok").sum()) == len(run.table("connects"))
 
 
@@ -81,10 +84,10 @@ def test_lower_fin_timeout_leaves_time_wait_at_60_seconds() -> None:
     run = Run.open(fixture_run("time-wait-fin-timeout"))
     ns = run.lab["client"]["netns_inode"]
     assert run.sysctl(ns, "net.ipv4.tcp_fin_timeout") == "5"
-    length = time_wait.observed_time_wait_length(run, ns, "198.18.0.1", 8080)
+    length = observed_time_wait_length(run, ns, "198.18.0.1", 8080)
     assert length is not None and 57 <= length <= 63, length
     # 12 s after the last close the sockets are all still there.
-    tw = time_wait.tw_series(run, ns, "198.18.0.1", 8080)
+    tw = tw_series(run, ns, "198.18.0.1", 8080)
     assert int(tw.iloc[-1]) == int(tw.max()) > 100
 
 
@@ -129,7 +132,7 @@ def test_contract3_failed_connects_name_destination_and_caller() -> None:
     run = Run.open(fixture_run("time-wait-exhaust-c3"))
     assert run.metadata["data_contract"] == 3
     conn = run.table("tw_connect")
-    failed = conn[conn["errno"] == time_wait.EADDRNOTAVAIL]
+    failed = conn[conn["errno"] == EADDRNOTAVAIL]
     assert set(zip(failed["raddr"], failed["rport"], failed["comm"], strict=True)) == {("198.18.0.1", 8080, "connload")}
     client = int((run.table("connects")["errno"] == "EADDRNOTAVAIL").sum())
     assert int(failed["failures"].sum()) >= client > 0

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.load.run import Run
+from analysis.derived.time_wait import endpoints
+from analysis.load import Run
 from analysis.render.report import write_report
-from analysis.rules import accept_queue, epoll, evaluate_all, time_wait
+from analysis.rules import accept_queue, epoll, evaluate_all
 from analysis.wording import describe, headline
 from tests.conftest import fixture_run
 
@@ -37,7 +38,7 @@ def test_a_capture_without_a_lab(name: str) -> None:
     assert seen[SLOW_PORT]["limit"] == 8
     # Several listeners, client endpoints and loops share the namespace.
     assert len({p for p in seen if p in (*NGINX_PORTS, SLOW_PORT)}) == 3
-    assert len(time_wait.endpoints(run)) >= 2
+    assert len(endpoints(run)) >= 2
     ls = run.table("listeners")
     assert {18080, 18081, 18082, SLOW_PORT} <= set(ls["lport"])
 

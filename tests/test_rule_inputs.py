@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.load.run import Run
+from analysis.derived import counters
+from analysis.load import Run
 from analysis.rules import RULES, Rule, RunView, UndeclaredTableError
 from tests.conftest import FIXTURES
 
@@ -40,7 +41,7 @@ def test_reading_an_undeclared_table_fails_with_the_rule_and_table_named() -> No
     via_sysctl = Rule("via_sysctl", ("counters",), lambda v: [v.sysctl(0, "net.core.somaxconn")])
     with pytest.raises(UndeclaredTableError, match="'sysctls'"):
         via_sysctl.evaluate(run)
-    via_derived = Rule("via_derived", ("sysctls",), lambda v: [v.counter_deltas(0, ["ListenOverflows"])])
+    via_derived = Rule("via_derived", ("sysctls",), lambda v: [counters.per_sample(v, 0, ["ListenOverflows"])])
     with pytest.raises(UndeclaredTableError, match="'counters'"):
         via_derived.evaluate(run)
 

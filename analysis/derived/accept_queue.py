@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from .. import models
 from . import RunLike
+from .counters import per_sample
 
 LISTENER_KEY = ["netns", "laddr", "lport"]
 
@@ -87,7 +89,7 @@ def saturation_model(
     if cause_class == "stall":
         return {"kind": "not_applicable"}
     k = models.accept_queue_capacity(limit)
-    win = run.counter_deltas(netns, ["PassiveOpens", "ListenOverflows"])
+    win = per_sample(run, netns, ["PassiveOpens", "ListenOverflows"])
     win = win[(win.index > t0) & (win.index <= t1 + interval + 0.5)]
     basis = "namespace PassiveOpens"
     if own is not None:
@@ -147,7 +149,7 @@ def saturation_model(
 
 def overflow_samples(run: RunLike, netns: int) -> pd.Series:
     """ListenOverflows deltas of one namespace per counter sample (indexed by time_s), only where it rose."""
-    d = run.counter_deltas(netns, ["ListenOverflows"])["ListenOverflows"]
+    d = per_sample(run, netns, ["ListenOverflows"])["ListenOverflows"]
     return d[d > 0]
 
 
@@ -209,3 +211,44 @@ def ss_full_listeners(run: RunLike, netns: int, t0: float | None = None, t1: flo
         comm = g["comm"].dropna()
         out.append(f"{laddr}:{int(lport)}" + (f" ({comm.iloc[-1]})" if len(comm) else ""))
     return out
+
+
+@dataclass(frozen=True)
+class AcceptRates:
+    """A listener's arrival and accept rates from its probe intervals (per second, unrounded)."""
+
+    peak_enqueues: int  # the most connections queued in one interval
+    accept_per_s: float  # mean accepts over the intervals with traffic (0 when none had any)
+    accept_min_per_s: float  # the slowest of those intervals (0 when none had traffic)
+    arrival_before_per_s: float | None  # mean enqueues before the queue was first full; None if it was full at once
+
+
+def accept_rates(rows: pd.DataFrame, full: pd.DataFrame, interval: int) -> AcceptRates:
+    """Arrival and accept rates of a listener, from its intervals (rows) and those it was full in (full)."""
+    active = rows[rows["enqueues"] + rows["accepted"] > 0]
+    pre_full = rows[rows["time_s"] < (full["time_s"].min() if not full.empty else 0)]
+    return AcceptRates(
+        peak_enqueues=int(rows["enqueues"].max()),
+        accept_per_s=float(active["accepted"].mean()) / interval if not active.empty else 0.0,
+        accept_min_per_s=float(active["accepted"].min()) / interval if not active.empty else 0.0,
+        arrival_before_per_s=float(pre_full["enqueues"].mean()) / interval if not pre_full.empty else None,
+    )
+
+
+def near_full_listeners(run: RunLike, netns: int, t0: float, t1: float) -> list[str]:
+    """Listeners the probe saw at least at their limit (one short of full: depth = limit) in [t0, t1],
+    as "addr:port"."""
+    ls = run.table("aq_listener")
+    near = ls[
+        (ls["netns"] == netns)
+        & (ls["time_s"] >= t0)
+        & (ls["time_s"] <= t1)
+        & (ls[["depth_max", "depth_now"]].max(axis=1) >= ls["limit"])
+    ]
+    return sorted({f"{a}:{int(p)}" for a, p in near[["laddr", "lport"]].itertuples(index=False)})
+
+
+def listeners_tracked(run: RunLike, netns: int) -> int:
+    """How many listeners of a namespace the probe reported on."""
+    ls = run.table("aq_listener")
+    return int(ls.loc[ls["netns"] == netns, ["laddr", "lport"]].drop_duplicates().shape[0])

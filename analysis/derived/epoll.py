@@ -75,3 +75,39 @@ def epoll_sweep(run: RunLike) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def process_wait_share(pt: pd.DataFrame, interval_s: float) -> pd.Series:
+    """Per (pid, time_s), from per_thread rows: the share of the interval the process's threads
+    together waited in epoll (any of them; it can pass 1)."""
+    return pt.groupby(["pid", "time_s"])["wait_ns_sum"].sum().astype(float) / (interval_s * 1e9)
+
+
+def cpu_recorded(rows: pd.DataFrame) -> bool:
+    """Whether a thread's rows carry its CPU time (contract 4 records it; before, cpu_ns is empty)."""
+    return bool(rows["cpu_ns"].astype("Float64").notna().any())
+
+
+def cpu_share_overall(rows: pd.DataFrame) -> float | None:
+    """A thread's CPU share over its whole span (rows by time); None when it cannot be told.
+
+    Over the whole span, not per interval: the CPU clock is read at its sampled
+    calls only, and a loop busy with long requests makes few (loop0: ~1 a second, so
+    one row's difference covered 0.1 s or 1.7 s). The first row's covers the thread's
+    life before the capture: left out."""
+    later = rows["cpu_ns"].iloc[1:].astype("Float64")
+    span = float(rows["time_s"].iloc[-1] - rows["time_s"].iloc[0])
+    return float(later.sum()) / (span * 1e9) if span > 0 and later.notna().any() else None
+
+
+def loop_numbers(rows: pd.DataFrame, interval_s: float) -> dict[str, float | int | None]:
+    """A thread's epoll calls over its rows: calls a second, and per call the share non-blocking,
+    events, and the share that came back empty (percentages rounded as reported)."""
+    calls = int(rows["calls"].sum())
+    return {
+        "calls_per_s": round(calls / (len(rows) * interval_s), 1),
+        "nonblocking_share_pct": round(100 * int(rows["nb_calls"].sum()) / calls, 1) if calls else None,
+        "events_per_call": round(int(rows["events_sum"].sum()) / calls, 2) if calls else None,
+        "full_batches": int(rows["ret_full"].sum()),
+        "empty_share_pct": round(100 * int(rows["ret_zero"].sum()) / calls, 1) if calls else None,
+    }

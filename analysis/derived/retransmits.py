@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -91,3 +92,33 @@ def flow_rates(flows: pd.DataFrame) -> dict[str, Any]:
         "flow_rate_pct": round(100 * resent / sent, 3) if sent else None,
         **worst,
     }
+
+
+@dataclass(frozen=True)
+class EndpointRates:
+    """How much one endpoint re-sent, against what it (or its namespace) sent, over its window."""
+
+    data: int  # data segments re-sent (probe)
+    syn: int  # SYN and SYN-ACK segments re-sent (probe)
+    sent: int  # the namespace's OutSegs over the window
+    opens: int  # the namespace's new connections (ActiveOpens + PassiveOpens) over the window
+    rate: float | None  # share re-sent: of the endpoint's flows' own data segments when known, else of `sent`
+    syn_share: float | None  # SYN retransmits per new connection
+
+
+def endpoint_rates(
+    run: RunLike, netns: int, rows: pd.DataFrame, per_flow: dict[str, Any], t0: float, t1: float, interval: int
+) -> EndpointRates:
+    """The retransmit rates of one endpoint (its rt_endpoint rows, its flows' flow_rates) over
+    (t0, t1]; counter samples land up to one interval after the segments they count."""
+    data = int(rows["data_segs"].sum())
+    syn = int(rows["syn_segs"].sum() + rows["synack_segs"].sum())
+    end = t1 + interval + 0.5
+    sent = total_delta(run, netns, "OutSegs", t0, end)
+    opens = total_delta(run, netns, "ActiveOpens", t0, end) + total_delta(run, netns, "PassiveOpens", t0, end)
+    if per_flow.get("flow_data_segs_out"):
+        # The endpoint's own data segments: a busy neighbour cannot dilute it.
+        rate = per_flow["flow_data_segs"] / per_flow["flow_data_segs_out"]
+    else:
+        rate = (data + syn) / sent if sent else None
+    return EndpointRates(data, syn, sent, opens, rate, syn / opens if opens else None)

@@ -6,6 +6,8 @@ An endpoint is (netns, remote address, service port) seen from the client side
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from ..kernel import EADDRNOTAVAIL, TCP_TIMEWAIT_LEN_S
@@ -127,3 +129,29 @@ def eaddrnotavail_unrecorded(run: RunLike, netns: int) -> int:
     conn = run.table("tw_connect")
     sel = (conn["netns"] == netns) & (conn["errno"] == EADDRNOTAVAIL) & (conn["family"] == 0)
     return int(conn.loc[sel, "failures"].sum())
+
+
+def close_summary(closes: pd.DataFrame) -> dict[str, Any]:
+    """Active and passive closes of client_closes rows, the active-close rate over the seconds they
+    span, and the connections' lifetimes (share under 1 s, mean), rounded as reported."""
+    active, passive = int(closes["active_closes"].sum()), int(closes["passive_closes"].sum())
+    lives = closes[LIFE_COLS].sum()
+    n_life = int(lives.sum())
+    active_rows = closes[closes["active_closes"] > 0]
+    span = max(1.0, float(active_rows["time_s"].max() - active_rows["time_s"].min() + 1)) if len(active_rows) else 1
+    return {
+        "active_closes": active,
+        "passive_closes": passive,
+        "active_close_rate_per_s": round(active / span, 1),
+        "lifetime_under_1s_pct": round(100 * float(lives[LIFE_COLS[:4]].sum()) / n_life, 1) if n_life else None,
+        "mean_lifetime_ms": round(float(closes["life_sum_us"].sum()) / n_life / 1000, 1) if n_life else None,
+    }
+
+
+def littles_law_peak(ll: pd.DataFrame, end: float) -> tuple[float, float]:
+    """When TIME_WAIT peaked in a littles_law table (end: the capture's end when it is empty), and the
+    active closes of the TCP_TIMEWAIT_LEN before then (Little's law's prediction there)."""
+    if ll.empty:
+        return end, 0.0
+    at = ll["measured"].idxmax()
+    return at, float(ll.loc[at, "predicted"])

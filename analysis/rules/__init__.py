@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from analysis.families import FAMILIES
-from analysis.load.run import Run
+from analysis.load import Run
 
 from ..findings import Finding
 from .base import Rule, RunView, UndeclaredTableError

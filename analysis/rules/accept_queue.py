@@ -24,11 +24,15 @@ from typing import Any
 
 import pandas as pd
 
-from ..derived import connects
+from ..derived import connects, interval_s
 from ..derived.accept_queue import (
     LISTENER_KEY,
+    AcceptRates,
+    accept_rates,
     full_intervals,
     listener_symptoms,
+    listeners_tracked,
+    near_full_listeners,
     overflow_samples,
     owner,
     requested_backlog,
@@ -38,7 +42,7 @@ from ..derived.accept_queue import (
     ss_full_listeners,
 )
 from ..derived.counters import recorded, sampled, total_delta
-from ..findings import Finding, Link
+from ..findings import Finding, Link, Status
 from ..kernel import SYN_RETRY_US, accept_queue_room
 from .base import Rule, RunView
 
@@ -47,6 +51,61 @@ KIND = "accept_queue_overflow"
 CAPACITY_QUEUE_LEFT_SHARE = 2 / 3
 # rt_endpoint: SYN retransmits toward a listener from a local client, and its SYN-ACK retransmits.
 INPUTS = ("aq_listener", "aq_accept", "aq_listen", "counters", "listeners", "sysctls", "connects", "rt_endpoint")
+
+
+@dataclass
+class _Namespace:
+    """What one namespace's listeners share: its overflow counter, and who was seen full when it rose."""
+
+    netns: int
+    sampled: bool
+    overflows: pd.Series  # ListenOverflows delta per counter sample, where it rose
+    full_times: dict[tuple[int, str, int], list[float]]  # implicated listeners -> their full intervals
+    full_events: dict[tuple[int, str, int], int]
+    busy: bool  # more than one listener queued connections in the capture
+    counted: bool  # ListenOverflows was captured in this namespace (sampled, and the counter listed)
+
+
+@dataclass
+class _Listener:
+    """One listener: its probe intervals (by time), those it was full in, and its namespace."""
+
+    key: tuple[int, str, int]
+    rows: pd.DataFrame
+    full: pd.DataFrame
+    limit: int
+    interval: int
+    ns: _Namespace
+
+    @property
+    def netns(self) -> int:
+        return int(self.key[0])
+
+    @property
+    def laddr(self) -> str:
+        return str(self.key[1])
+
+    @property
+    def lport(self) -> int:
+        return int(self.key[2])
+
+
+def _subject(run: RunView, li: _Listener) -> dict[str, Any]:
+    """The listener, and the process behind it."""
+    return {
+        "netns": li.netns,
+        "netns_label": run.netns_label(li.netns),
+        "laddr": li.laddr,
+        "lport": li.lport,
+        **owner(run, li.netns, li.lport),
+    }
+
+
+def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
+    return {"start_s": t0, "end_s": t1, "start_rel_s": round(t0 - run.start, 1), "end_rel_s": round(t1 - run.start, 1)}
+
+
+# -- symptom ------------------------------------------------------------------------------------
 
 
 def _symptom(run: RunView, netns: int, laddr: str | None = None, lport: int | None = None) -> Link:
@@ -63,15 +122,7 @@ def _symptom(run: RunView, netns: int, laddr: str | None = None, lport: int | No
             ev[k] = client[k]
     host = listener_symptoms(run, netns, laddr, lport) if lport is not None else None
     if host is not None:
-        ev["syn_retrans_to_listener"] = (
-            host["syn_retrans_to_listener"] if run.probe_status("retransmits") == "ok" else None
-        )
-        ev["synack_retrans_by_listener"] = (
-            host["synack_retrans_by_listener"] if run.probe_status("retransmits") == "ok" else None
-        )
-        ev["ss_recv_q_max"] = host["ss_recv_q_max"]
-        ev["ss_send_q"] = host["ss_send_q"]
-        ev["ss_samples_full"] = host["ss_samples_full"] if host["ss_samples"] else None
+        ev.update(_host_symptoms(run, host))
     if sampled(run, netns):
         ev["listen_drops"] = total_delta(run, netns, "ListenDrops")
     if client_ns is None and host is not None and host["client_netns"]:
@@ -80,17 +131,113 @@ def _symptom(run: RunView, netns: int, laddr: str | None = None, lport: int | No
     if client_ns is not None and sampled(run, int(client_ns)):
         ev["syn_retrans_netns"] = run.netns_label(int(client_ns))
         ev["syn_retrans"] = total_delta(run, int(client_ns), "TCPSynRetrans")
-    if "attempts" in ev:
-        key = "client_connects"
-    elif "syn_retrans" in ev:
-        key = "local_clients" if host is not None else "syn_retrans_only"
-    elif host is not None:
-        # No lab log and no local client retried toward it: the client side is not visible here.
+    key = _symptom_key(ev, host is not None)
+    if key == "server_side_only":
         ev["retransmits_probe"] = run.probe_status("retransmits")
-        key = "server_side_only"
-    else:
-        key = "not_captured"
     return Link("symptom", key, ev)
+
+
+def _host_symptoms(run: RunView, host: dict[str, Any]) -> dict[str, Any]:
+    """The listener's clients and queue as the host shows them (retransmits only when their probe ran)."""
+    traced = run.probe_status("retransmits") == "ok"
+    return {
+        "syn_retrans_to_listener": host["syn_retrans_to_listener"] if traced else None,
+        "synack_retrans_by_listener": host["synack_retrans_by_listener"] if traced else None,
+        "ss_recv_q_max": host["ss_recv_q_max"],
+        "ss_send_q": host["ss_send_q"],
+        "ss_samples_full": host["ss_samples_full"] if host["ss_samples"] else None,
+    }
+
+
+def _symptom_key(ev: dict[str, Any], on_host: bool) -> str:
+    """Where the symptom was seen: the lab's client log, a local client's SYN retries, the server only."""
+    if "attempts" in ev:
+        return "client_connects"
+    if "syn_retrans" in ev:
+        return "local_clients" if on_host else "syn_retrans_only"
+    # No lab log and no local client retried toward it: the client side is not visible here.
+    return "server_side_only" if on_host else "not_captured"
+
+
+# -- counter --------------------------------------------------------------------------------------
+
+
+def _share_evidence(ns: _Namespace, key: tuple[int, str, int], interval: int) -> dict[str, Any]:
+    """How the namespace's overflows can be shared among the listeners seen full."""
+    mine = samples_near(ns.overflows, ns.full_times[key], interval)
+    anyone = pd.Series(False, index=ns.overflows.index)
+    for t in ns.full_times.values():
+        anyone |= samples_near(ns.overflows, t, interval)
+    ev: dict[str, Any] = {
+        "listen_overflows_matched": int(ns.overflows[mine].sum()),
+        "listen_overflows_unmatched": int(ns.overflows[~anyone].sum()),
+        "listeners_seen_full": len(ns.full_times),
+    }
+    if len(ns.full_times) > 1:
+        total = sum(ns.full_events.values())
+        ranked = sorted(ns.full_events.items(), key=lambda kv: (-kv[1], kv[0]))
+        ev["full_events_share_pct"] = round(100 * ns.full_events[key] / total, 1) if total else None
+        ev["dominant"] = ranked[0][0] == key
+        ev["others"] = [f"{k[1]}:{k[2]} ({n} full events)" for k, n in ranked if k != key]
+    return ev
+
+
+def _counter_never_full(run: RunView, li: _Listener) -> Link:
+    """A listener never seen full: whatever the namespace's counter did, it was not this queue."""
+    if not li.ns.sampled:
+        return Link("counter", "not_sampled", {"listen_overflows": None})
+    overflows_total = total_delta(run, li.netns, "ListenOverflows")
+    if overflows_total:
+        ev = {
+            "netns_label": run.netns_label(li.netns),
+            "listen_overflows": overflows_total,
+            "listeners_seen_full": len(li.ns.full_times),
+        }
+        return Link("counter", "overflows_not_here", ev)
+    return Link("counter", "no_overflows", {"listen_overflows": overflows_total})
+
+
+def _counter_evidence(run: RunView, li: _Listener, window: dict[str, float]) -> dict[str, Any]:
+    """The namespace's overflow counters (whole capture, and over the full window) and this listener's share."""
+    netns, counted = li.netns, li.ns.sampled
+    # Counter samples land up to one interval after the drops they count.
+    t0, t1 = window["start_s"], window["end_s"] + li.interval + 0.5
+    return {
+        "netns_label": run.netns_label(netns),
+        "listen_overflows": total_delta(run, netns, "ListenOverflows") if counted else None,
+        "listen_overflows_in_window": total_delta(run, netns, "ListenOverflows", t0, t1) if counted else None,
+        "listen_drops": total_delta(run, netns, "ListenDrops") if counted else None,
+        "reqq_full_drop": total_delta(run, netns, "TCPReqQFullDrop") if counted else None,
+        "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if counted else None,
+        **(_share_evidence(li.ns, li.key, li.interval) if counted and li.key in li.ns.full_times else {}),
+    }
+
+
+# -- probe ----------------------------------------------------------------------------------------
+
+
+def _probe_evidence(li: _Listener) -> dict[str, Any]:
+    """What the probe saw of the queue: its limit, how often it was full, how deep it got."""
+    rows = li.rows
+    return {
+        "limit": li.limit,
+        "intervals_active": len(rows),
+        "intervals_full": len(li.full),
+        "full_events": int(rows["full_events"].sum()),
+        "enqueues": int(rows["enqueues"].sum()),
+        "depth_max": int(max(rows["depth_max"].max(), rows["depth_now"].max())),
+        "accepted": int(rows["accepted"].sum()),
+        "interval_s": li.interval,
+    }
+
+
+# -- decision: status and cause class --------------------------------------------------------------
+
+
+def _status(counter_ev: dict[str, Any]) -> Status:
+    """Confirmed: the namespace's counter rose in this listener's full intervals. Suspected: the
+    counter could not say (not captured)."""
+    return "confirmed" if (counter_ev.get("listen_overflows_matched") or 0) > 0 else "suspected"
 
 
 def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
@@ -139,260 +286,202 @@ def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     return "sizing", ev
 
 
-@dataclass
-class _Namespace:
-    """What one namespace's listeners share: its overflow counter, and who was seen full when it rose."""
-
-    netns: int
-    sampled: bool
-    overflows: pd.Series  # ListenOverflows delta per counter sample, where it rose
-    full_times: dict[tuple[int, str, int], list[float]]  # implicated listeners -> their full intervals
-    full_events: dict[tuple[int, str, int], int]
-    busy: bool  # more than one listener queued connections in the capture
-    counted: bool  # ListenOverflows was captured in this namespace (sampled, and the counter listed)
+# -- cause ------------------------------------------------------------------------------------------
 
 
-def _share_evidence(ns: _Namespace, key: tuple[int, str, int], interval: int) -> dict[str, Any]:
-    """How the namespace's overflows can be shared among the listeners seen full."""
-    mine = samples_near(ns.overflows, ns.full_times[key], interval)
-    anyone = pd.Series(False, index=ns.overflows.index)
-    for t in ns.full_times.values():
-        anyone |= samples_near(ns.overflows, t, interval)
+def _binding_knob(requested: int | None, somax: int | None) -> tuple[str, int | None]:
+    """Which knob sets the queue's limit (the backlog asked for, or somaxconn), and the limit expected."""
+    if requested is None or somax is None:
+        return "unknown", None
+    binding = "app_backlog" if requested <= somax else "somaxconn"
+    return binding, min(requested if requested > 0 else somax, somax)
+
+
+def _cause_evidence(
+    run: RunView,
+    li: _Listener,
+    window: dict[str, float],
+    cause_class: str,
+    class_ev: dict[str, Any],
+    rates: AcceptRates,
+) -> dict[str, Any]:
+    """Requested vs effective backlog and which knob binds; accept vs arrival; the saturation model."""
+    requested = requested_backlog(run, li.netns, li.lport)
+    somax = somaxconn(run, li.netns)
+    binding, expected = _binding_knob(requested, somax)
     ev: dict[str, Any] = {
-        "listen_overflows_matched": int(ns.overflows[mine].sum()),
-        "listen_overflows_unmatched": int(ns.overflows[~anyone].sum()),
-        "listeners_seen_full": len(ns.full_times),
-    }
-    if len(ns.full_times) > 1:
-        total = sum(ns.full_events.values())
-        ranked = sorted(ns.full_events.items(), key=lambda kv: (-kv[1], kv[0]))
-        ev["full_events_share_pct"] = round(100 * ns.full_events[key] / total, 1) if total else None
-        ev["dominant"] = ranked[0][0] == key
-        ev["others"] = [f"{k[1]}:{k[2]} ({n} full events)" for k, n in ranked if k != key]
-    return ev
-
-
-def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFrame, ns: _Namespace) -> Finding:
-    netns, laddr, lport = int(key[0]), str(key[1]), int(key[2])
-    rows = rows.sort_values("time_s")
-    interval = int(run.metadata.get("interval_s", 1))
-    limit = int(rows["limit"].max())
-    full = full_intervals(rows)
-    subject = {
-        "netns": netns,
-        "netns_label": run.netns_label(netns),
-        "laddr": laddr,
-        "lport": lport,
-        **owner(run, netns, lport),
-    }
-    is_sampled = ns.sampled
-    overflows_total = total_delta(run, netns, "ListenOverflows") if is_sampled else None
-
-    probe_ev = {
-        "limit": limit,
-        "intervals_active": len(rows),
-        "intervals_full": len(full),
-        "full_events": int(rows["full_events"].sum()),
-        "enqueues": int(rows["enqueues"].sum()),
-        "depth_max": int(max(rows["depth_max"].max(), rows["depth_now"].max())),
-        "accepted": int(rows["accepted"].sum()),
-        "interval_s": interval,
-    }
-    if full.empty:
-        # Never seen full: whatever the namespace's counter did, it was not this queue.
-        if not is_sampled:
-            counter = Link("counter", "not_sampled", {"listen_overflows": None})
-        elif overflows_total:
-            counter = Link(
-                "counter",
-                "overflows_not_here",
-                {
-                    "netns_label": run.netns_label(netns),
-                    "listen_overflows": overflows_total,
-                    "listeners_seen_full": len(ns.full_times),
-                },
-            )
-        else:
-            counter = Link("counter", "no_overflows", {"listen_overflows": overflows_total})
-        return Finding(KIND, "absent", subject, chain=[Link("probe", "never_full", probe_ev), counter])
-
-    t0 = float(full["time_s"].min()) - interval
-    t1 = float(full["time_s"].max())
-    window = {
-        "start_s": t0,
-        "end_s": t1,
-        "start_rel_s": round(t0 - run.start, 1),
-        "end_rel_s": round(t1 - run.start, 1),
-    }
-    # Counter samples land up to one interval after the drops they count.
-    in_window = total_delta(run, netns, "ListenOverflows", t0, t1 + interval + 0.5) if is_sampled else None
-    counter_ev = {
-        "netns_label": run.netns_label(netns),
-        "listen_overflows": overflows_total,
-        "listen_overflows_in_window": in_window,
-        "listen_drops": total_delta(run, netns, "ListenDrops") if is_sampled else None,
-        "reqq_full_drop": total_delta(run, netns, "TCPReqQFullDrop") if is_sampled else None,
-        "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if is_sampled else None,
-        **(_share_evidence(ns, key, interval) if is_sampled and key in ns.full_times else {}),
-    }
-    probe_ev["first_full_rel_s"] = window["start_rel_s"] + interval
-    probe_ev["last_full_rel_s"] = window["end_rel_s"]
-
-    # Confirmed: the probe saw this queue full and the namespace's counter rose in those intervals.
-    # Full while the captured counter did not rise then: no connection was dropped; not implicated.
-    # Suspected only when the counter could not say (not captured).
-    if key not in ns.full_times:
-        return Finding(
-            KIND,
-            "absent",
-            subject,
-            window=window,
-            chain=[
-                Link("probe", "full_no_drops", probe_ev),
-                Link("counter", "no_overflows_then", counter_ev),
-            ],
-        )
-    status = "confirmed" if (counter_ev.get("listen_overflows_matched") or 0) > 0 else "suspected"
-    cause_class, class_ev = _classify(rows)
-
-    # Requested vs effective backlog, and which knob binds.
-    requested = requested_backlog(run, netns, lport)
-    somax = somaxconn(run, netns)
-    if requested is not None and somax is not None:
-        binding = "app_backlog" if requested <= somax else "somaxconn"
-        expected = min(requested if requested > 0 else somax, somax)
-    else:
-        binding, expected = "unknown", None
-    active = rows[rows["enqueues"] + rows["accepted"] > 0]
-    peak_enqueues = int(rows["enqueues"].max())
-    mean_accept = float(active["accepted"].mean()) / interval if not active.empty else 0.0
-    pre_full = rows[rows["time_s"] < (full["time_s"].min() if not full.empty else 0)]
-    arrival_before = float(pre_full["enqueues"].mean()) / interval if not pre_full.empty else None
-    cause_ev: dict[str, Any] = {
-        "limit_effective": limit,
+        "limit_effective": li.limit,
         "backlog_requested": requested,
         "somaxconn": somax,
         "limit_expected": expected,
-        "limit_matches_min_rule": (expected == limit) if expected is not None else None,
+        "limit_matches_min_rule": (expected == li.limit) if expected is not None else None,
         "binding_knob": binding,
-        "peak_enqueues_per_interval": peak_enqueues,
-        "accept_rate_per_s": round(mean_accept, 1),
-        "accept_rate_min_per_s": round(float(active["accepted"].min()) / interval, 1) if not active.empty else 0.0,
+        "peak_enqueues_per_interval": rates.peak_enqueues,
+        "accept_rate_per_s": round(rates.accept_per_s, 1),
+        "accept_rate_min_per_s": round(rates.accept_min_per_s, 1),
         **class_ev,
     }
-
     # On a namespace with other busy listeners, PassiveOpens is not this listener's: use its own enqueues.
-    own = rows[["time_s", "enqueues"]] if ns.busy else None
-    cause_ev["model"] = (
-        saturation_model(run, netns, full, cause_class, limit, t0, t1, interval, own) if is_sampled else None
+    own = li.rows[["time_s", "enqueues"]] if li.ns.busy else None
+    t0, t1 = window["start_s"], window["end_s"]
+    ev["model"] = (
+        saturation_model(run, li.netns, li.full, cause_class, li.limit, t0, t1, li.interval, own)
+        if li.ns.sampled
+        else None
     )
+    return ev
 
-    fix_ev: dict[str, Any] = {"binding_knob": binding, "somaxconn": somax, "limit_effective": limit}
+
+# -- fix and verification -------------------------------------------------------------------------
+
+
+def _fix_evidence(
+    li: _Listener, cause_class: str, cause_ev: dict[str, Any], rates: AcceptRates, dropped: int | None
+) -> dict[str, Any]:
+    """What to change, by cause class: room for the peak burst (sizing); how long the queue holds the
+    arrivals through a stall (stall); the accept rate to raise (capacity)."""
+    somax = cause_ev["somaxconn"]
+    ev: dict[str, Any] = {"binding_knob": cause_ev["binding_knob"], "somaxconn": somax, "limit_effective": li.limit}
     if cause_class == "sizing":
         # Room for the peak burst seen (admitted + dropped), rounded up to a power of two.
-        dropped_peak = int(in_window or 0)
-        want = max(peak_enqueues, accept_queue_room(limit)) * 2
-        fix_ev["backlog_suggested"] = 2 ** math.ceil(math.log2(want))
-        fix_ev["somaxconn_needed"] = (somax is not None) and fix_ev["backlog_suggested"] > somax
-        fix_ev["dropped_in_window"] = dropped_peak
+        want = max(rates.peak_enqueues, accept_queue_room(li.limit)) * 2
+        ev["backlog_suggested"] = 2 ** math.ceil(math.log2(want))
+        ev["somaxconn_needed"] = (somax is not None) and ev["backlog_suggested"] > somax
+        ev["dropped_in_window"] = int(dropped or 0)
     elif cause_class == "stall":
-        rate = arrival_before or mean_accept or 1.0
-        fix_ev["arrival_rate_before_per_s"] = round(rate, 1)
-        fix_ev["seconds_of_arrivals_the_queue_holds"] = round(accept_queue_room(limit) / rate, 2) if rate else None
-        fix_ev["stalled_seconds_seen"] = class_ev["intervals_stalled"] * interval
+        rate = rates.arrival_before_per_s or rates.accept_per_s or 1.0
+        ev["arrival_rate_before_per_s"] = round(rate, 1)
+        ev["seconds_of_arrivals_the_queue_holds"] = round(accept_queue_room(li.limit) / rate, 2) if rate else None
+        ev["stalled_seconds_seen"] = cause_ev["intervals_stalled"] * li.interval
     else:
-        fix_ev["accept_rate_per_s"] = round(mean_accept, 1)
+        ev["accept_rate_per_s"] = round(rates.accept_per_s, 1)
+    return ev
 
+
+def _verification(run: RunView, cause_class: str, fix_ev: dict[str, Any], netns_label: str) -> Link:
+    """The re-run that shows the fix worked: in a lab the fix is a parameter, so a concrete one."""
     lab = run.lab or {}
-    # In a lab the fix is a parameter, so the verification is a concrete re-run.
     if lab.get("command"):
         fixed = {"sizing": f" BACKLOG={fix_ev.get('backlog_suggested')}", "stall": " STALL_FOR=0s"}
         command = lab["command"] + fixed.get(cause_class, "")
     else:
-        command = f"make capture NETNS={subject['netns_label']} DURATION=60"
-    verify_ev = {
+        command = f"make capture NETNS={netns_label} DURATION=60"
+    ev = {
         "command": command,
         "expect_listen_overflows": 0,
         "expect_intervals_full": 0,
         "expect_connect_p99_ms_below": SYN_RETRY_US / 1000,
     }
-    return Finding(
-        KIND,
-        status,
-        subject,
-        window=window,
-        cause_class=cause_class,
-        chain=[
-            _symptom(run, netns, laddr, lport),
-            Link("counter", "listen_overflows" if is_sampled else "not_sampled", counter_ev),
-            Link("probe", "queue_full", probe_ev),
-            Link("cause", cause_class, cause_ev),
-            Link("fix", cause_class, fix_ev),
-            Link("verification", "rerun", verify_ev),
-        ],
-    )
+    return Link("verification", "rerun", ev)
 
 
-def _unattributed(run: RunView, inode: int, label: str, ns: _Namespace, listeners: pd.DataFrame) -> Finding:
+# -- one listener, one namespace, the run -----------------------------------------------------------
+
+
+def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFrame, ns: _Namespace) -> Finding:
+    """Absent when the queue was never full, or full while the captured counter did not rise then;
+    else the whole chain."""
+    rows = rows.sort_values("time_s")
+    li = _Listener(key, rows, full_intervals(rows), int(rows["limit"].max()), interval_s(run), ns)
+    subject = _subject(run, li)
+    probe_ev = _probe_evidence(li)
+    if li.full.empty:
+        chain = [Link("probe", "never_full", probe_ev), _counter_never_full(run, li)]
+        return Finding(KIND, "absent", subject, chain=chain)
+    window = _window(run, float(li.full["time_s"].min()) - li.interval, float(li.full["time_s"].max()))
+    counter_ev = _counter_evidence(run, li, window)
+    probe_ev["first_full_rel_s"] = window["start_rel_s"] + li.interval
+    probe_ev["last_full_rel_s"] = window["end_rel_s"]
+    if key not in ns.full_times:
+        # Full while the captured counter did not rise then: no connection was dropped; not implicated.
+        chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", "no_overflows_then", counter_ev)]
+        return Finding(KIND, "absent", subject, window=window, chain=chain)
+    cause_class, class_ev = _classify(li.rows)
+    rates = accept_rates(li.rows, li.full, li.interval)
+    cause_ev = _cause_evidence(run, li, window, cause_class, class_ev, rates)
+    fix_ev = _fix_evidence(li, cause_class, cause_ev, rates, counter_ev["listen_overflows_in_window"])
+    chain = [
+        _symptom(run, li.netns, li.laddr, li.lport),
+        Link("counter", "listen_overflows" if ns.sampled else "not_sampled", counter_ev),
+        Link("probe", "queue_full", probe_ev),
+        Link("cause", cause_class, cause_ev),
+        Link("fix", cause_class, fix_ev),
+        _verification(run, cause_class, fix_ev, subject["netns_label"]),
+    ]
+    return Finding(KIND, _status(counter_ev), subject, window=window, cause_class=cause_class, chain=chain)
+
+
+def _unattributed_reason(probe_status: str | None, ss_full: list[str], near_full: list[str], interval: int) -> str:
+    """Why no listener was seen full while the namespace counted overflows."""
+    if probe_status != "ok":
+        return "probe_not_run"
+    if ss_full:
+        return "listener_not_tracked"
+    if near_full or interval > 1:
+        return "interval_too_coarse"
+    return "not_seen"
+
+
+def _unattributed(run: RunView, inode: int, label: str, ns: _Namespace) -> Finding:
     """Overflows counted in a namespace where the probe saw no listener full: said so, and why,
     never pinned on a listener."""
-    interval = int(run.metadata.get("interval_s", 1))
-    n = int(ns.overflows.sum())
+    interval = interval_s(run)
     t = ns.overflows.index.to_numpy(dtype=float)
     t0, t1 = float(t.min()) - interval, float(t.max())
-    status = run.probe_status("accept_queue")
     ss_full = ss_full_listeners(run, inode)
     # Listeners the probe saw one short of full (depth = limit) around the overflows.
-    near = listeners[
-        (listeners["netns"] == inode)
-        & (listeners["time_s"] >= t0 - interval)
-        & (listeners["time_s"] <= t1 + interval)
-        & (listeners[["depth_max", "depth_now"]].max(axis=1) >= listeners["limit"])
-    ]
-    near_names = sorted({f"{a}:{int(p)}" for a, p in near[["laddr", "lport"]].itertuples(index=False)})
-    if status != "ok":
-        reason = "probe_not_run"
-    elif ss_full:
-        reason = "listener_not_tracked"
-    elif near_names or interval > 1:
-        reason = "interval_too_coarse"
-    else:
-        reason = "not_seen"
+    near = near_full_listeners(run, inode, t0 - interval, t1 + interval)
+    status = run.probe_status("accept_queue")
     probe_ev = {
         "probe_status": status,
-        "reason": reason,
+        "reason": _unattributed_reason(status, ss_full, near, interval),
         "ss_full_listeners": ss_full,
-        "near_full_listeners": near_names,
+        "near_full_listeners": near,
         "interval_s": interval,
-        "listeners_tracked": int(
-            listeners.loc[listeners["netns"] == inode, ["laddr", "lport"]].drop_duplicates().shape[0]
-        ),
+        "listeners_tracked": listeners_tracked(run, inode),
+    }
+    counter_ev = {
+        "netns_label": label,
+        "listen_overflows": int(ns.overflows.sum()),
+        "listen_drops": total_delta(run, inode, "ListenDrops"),
     }
     return Finding(
         KIND,
         "suspected",
         {"netns": inode, "netns_label": label, "laddr": None, "lport": None},
-        window={
-            "start_s": t0,
-            "end_s": t1,
-            "start_rel_s": round(t0 - run.start, 1),
-            "end_rel_s": round(t1 - run.start, 1),
-        },
+        window=_window(run, t0, t1),
         cause_class="unattributed",
         chain=[
             _symptom(run, inode),
-            Link(
-                "counter",
-                "listen_overflows",
-                {
-                    "netns_label": label,
-                    "listen_overflows": n,
-                    "listen_drops": total_delta(run, inode, "ListenDrops"),
-                },
-            ),
+            Link("counter", "listen_overflows", counter_ev),
             Link("probe", "no_full_listener_seen", probe_ev),
             Link("cause", "unattributed", probe_ev),
         ],
+    )
+
+
+def _namespace(run: RunView, inode: int, mine: dict[tuple[int, str, int], pd.DataFrame]) -> _Namespace:
+    """A namespace's overflow samples, and its listeners implicated in them: seen full in the
+    intervals where the counter rose (or seen full at all when the counter was not captured: then
+    only suspected)."""
+    is_sampled = sampled(run, inode)
+    counted = is_sampled and recorded(run, inode, "ListenOverflows")
+    overflows = overflow_samples(run, inode) if is_sampled else pd.Series(dtype="int64")
+    interval = interval_s(run)
+    full = {k: full_intervals(g) for k, g in mine.items()}
+    implicated = {
+        k: f["time_s"].astype(float).tolist()
+        for k, f in full.items()
+        if not f.empty and (not counted or bool(samples_near(overflows, f["time_s"], interval).any()))
+    }
+    return _Namespace(
+        netns=inode,
+        sampled=is_sampled,
+        overflows=overflows,
+        full_times=implicated,
+        full_events={k: int(mine[k]["full_events"].sum()) for k in implicated},
+        busy=sum(int(g["enqueues"].sum()) > 0 for g in mine.values()) > 1,
+        counted=counted,
     )
 
 
@@ -403,32 +492,11 @@ def _evaluate(run: RunView) -> list[Finding]:
     out: list[Finding] = []
     for inode in sorted(set(labels) | {k[0] for k in groups}):
         mine = {k: g for k, g in groups.items() if k[0] == inode}
-        full = {k: full_intervals(g) for k, g in mine.items()}
-        is_sampled = sampled(run, inode)
-        counted = is_sampled and recorded(run, inode, "ListenOverflows")
-        overflows = overflow_samples(run, inode) if is_sampled else pd.Series(dtype="int64")
-        interval = int(run.metadata.get("interval_s", 1))
-        # Implicated: seen full in the intervals where the counter rose (or seen full at all when the
-        # counter was not captured: then only suspected).
-        implicated = {
-            k: f["time_s"].astype(float).tolist()
-            for k, f in full.items()
-            if not f.empty and (not counted or bool(samples_near(overflows, f["time_s"], interval).any()))
-        }
-        ns = _Namespace(
-            netns=inode,
-            sampled=is_sampled,
-            overflows=overflows,
-            full_times=implicated,
-            full_events={k: int(mine[k]["full_events"].sum()) for k in implicated},
-            busy=sum(int(g["enqueues"].sum()) > 0 for g in mine.values()) > 1,
-            counted=counted,
-        )
-        for key, grp in mine.items():
-            out.append(_evaluate_listener(run, key, grp, ns))
+        ns = _namespace(run, inode, mine)
+        out.extend(_evaluate_listener(run, key, grp, ns) for key, grp in mine.items())
         # Overflows counted where the probe saw no listener full: unattributed, with the reason.
         if not ns.full_times and ns.overflows.sum() > 0:
-            out.append(_unattributed(run, inode, labels.get(inode, str(inode)), ns, rows))
+            out.append(_unattributed(run, inode, labels.get(inode, str(inode)), ns))
     return out
 
 

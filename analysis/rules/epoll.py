@@ -15,11 +15,19 @@ and its process; the process's other threads get nothing when they wait.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from ..derived.epoll import per_process, per_thread, wait_share
+from ..derived.epoll import (
+    cpu_recorded,
+    cpu_share_overall,
+    loop_numbers,
+    per_thread,
+    process_wait_share,
+    wait_share,
+)
 from ..findings import Finding, Link
 from .base import Rule, RunView
 
@@ -51,6 +59,32 @@ MAX_EMPTY_SHARE = 0.1
 MIN_CPU_SHARE = 0.5
 
 
+@dataclass
+class _Thread:
+    """One thread's intervals, and which of them had events and which never waited (busy)."""
+
+    rows: pd.DataFrame  # by time
+    share: pd.Series  # share of each interval spent blocked in epoll
+    active: pd.Series  # intervals with events
+    busy: pd.Series  # intervals with events in which the loop never waited
+    cpu_overall: float | None  # its CPU share over its span; None when not recorded
+
+
+@dataclass
+class _Loops:
+    """Every loop of a run, and what judging one of them needs."""
+
+    pt: pd.DataFrame  # per_thread rows
+    ls: pd.DataFrame  # listeners.csv
+    interval: float
+    per_thread_data: bool  # threads told apart (contract 3, or tid != pid seen)
+    threads: dict[tuple[int, int], _Thread]
+
+    @property
+    def loop_pids(self) -> set[int]:
+        return set(self.pt["pid"].astype(int))
+
+
 def _wrk_latency(run: RunView) -> dict[str, Any]:
     lab = run.lab or {}
     phases = lab.get("phases") or []
@@ -78,151 +112,172 @@ def _longest_run(flags: list[bool]) -> int:
     return longest
 
 
-def _evaluate(run: RunView) -> list[Finding]:
-    interval = float(run.metadata.get("interval_s", 1))
-    out: list[Finding] = []
-    pt = per_thread(run)
-    lab = run.lab or {}
-    ls = run.table("listeners")
-    per_thread_data = bool((pt["tid"] != pt["pid"]).any()) or int(run.metadata.get("data_contract", 2)) >= 3
-    # Each thread's numbers first, so a saturated thread can be told apart from its process's idle ones.
-    loop_pids = set(pt["pid"].astype(int))
-    threads: dict[tuple[int, int], dict[str, Any]] = {}
-    # Share of each interval the process's threads together waited in epoll (any of them).
-    process_wait = pt.groupby(["pid", "time_s"])["wait_ns_sum"].sum().astype(float) / (interval * 1e9)
+def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
+    return {"start_s": t0, "end_s": t1, "start_rel_s": round(t0 - run.start, 1), "end_rel_s": round(t1 - run.start, 1)}
+
+
+# -- decision: which intervals a thread never waited in --------------------------------------------
+
+
+def _active(rows: pd.DataFrame) -> pd.Series:
+    """Intervals with enough events to judge the loop by (an idle poller stays out)."""
+    return rows["events_sum"] >= MIN_EVENTS
+
+
+def _busy(rows: pd.DataFrame, share: pd.Series, process_wait: pd.Series, cpu_overall: float | None) -> pd.Series:
+    """Intervals with events in which the thread never waited in epoll and found work at every call;
+    when its CPU time is recorded, also on the CPU, or no thread of its process waited then."""
+    active = _active(rows)
+    finds_work = rows["ret_zero"] <= MAX_EMPTY_SHARE * rows["calls"]
+    busy = active & (share < MAX_WAIT_SHARE) & finds_work
+    if not cpu_recorded(rows):
+        return busy
+    on_cpu = cpu_overall is not None and cpu_overall >= MIN_CPU_SHARE
+    process_waits = rows["time_s"].map(process_wait).astype(float) >= MAX_WAIT_SHARE
+    return busy & (on_cpu | ~process_waits)
+
+
+def _threads(pt: pd.DataFrame, interval: float) -> dict[tuple[int, int], _Thread]:
+    """Each thread's numbers first, so a saturated thread can be told apart from its process's idle ones."""
+    process_wait = process_wait_share(pt, interval)
+    threads: dict[tuple[int, int], _Thread] = {}
     for (pid, tid), rows in pt.groupby(["pid", "tid"], sort=True):
         rows = rows.sort_values("time_s")
         share = wait_share(rows, interval)
-        active = rows["events_sum"] >= MIN_EVENTS
-        finds_work = rows["ret_zero"] <= MAX_EMPTY_SHARE * rows["calls"]
-        busy = active & (share < MAX_WAIT_SHARE) & finds_work
-        cpu_overall = None
-        cpu_share = rows["cpu_ns"].astype("Float64") / (interval * 1e9)  # NA: not recorded (contract < 4)
-        if cpu_share.notna().any():
-            # Over the thread's whole span, not per interval: the CPU clock is read at its sampled
-            # calls only, and a loop busy with long requests makes few (loop0: ~1 a second, so
-            # one row's difference covered 0.1 s or 1.7 s). The first row's covers the thread's
-            # life before the capture: left out.
-            later = rows["cpu_ns"].iloc[1:].astype("Float64")
-            span = float(rows["time_s"].iloc[-1] - rows["time_s"].iloc[0])
-            cpu_overall = float(later.sum()) / (span * 1e9) if span > 0 and later.notna().any() else None
-            on_cpu = cpu_overall is not None and cpu_overall >= MIN_CPU_SHARE
-            process_waits = rows["time_s"].map(process_wait.loc[int(pid)]).astype(float) >= MAX_WAIT_SHARE
-            busy = busy & (on_cpu | ~process_waits)
-        threads[(int(pid), int(tid))] = {
-            "rows": rows,
-            "share": share,
-            "active": active,
-            "busy": busy,
-            "cpu_overall": cpu_overall,
-        }
-    for (pid, tid), th in threads.items():
-        rows, share, active, busy = th["rows"], th["share"], th["active"], th["busy"]
-        comm, process = str(rows["comm"].iloc[0]), str(rows["process_comm"].iloc[0])
-        # The process's own name as ss -p shows it, when its main thread has no loop to name it.
-        named = ls.loc[(ls["pid"] == pid).fillna(False).astype(bool).to_numpy(), "comm"].dropna()
-        if len(named) and not ((pt["pid"] == pid) & (pt["tid"] == pid)).any():
-            process = str(named.iloc[-1])
-        calls = int(rows["calls"].sum())
-        # One thread's blocked time over the interval; never summed over threads.
-        blocked = share.clip(upper=1.0)
-        probe_ev = {
-            "intervals_with_events": int(active.sum()),
-            "intervals_never_waiting": int(busy.sum()),
-            "calls_per_s": round(calls / (len(rows) * interval), 1),
-            "nonblocking_share_pct": round(100 * int(rows["nb_calls"].sum()) / calls, 1) if calls else None,
-            "events_per_call": round(int(rows["events_sum"].sum()) / calls, 2) if calls else None,
-            "full_batches": int(rows["ret_full"].sum()),
-            "empty_share_pct": round(100 * int(rows["ret_zero"].sum()) / calls, 1) if calls else None,
-            "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
-            "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
-            "cpu_share_busy_pct": round(100 * th["cpu_overall"], 1) if th["cpu_overall"] is not None else None,
-            "per_thread": per_thread_data,
-            "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
-        }
-        # ss -p names one holder of a shared listening socket (nginx: master or
-        # worker), so a process also owns the listeners held under its name by a
-        # process that has no loop of its own (never another loop's listeners).
-        held = _held_by(ls, pid, process, loop_pids)
-        ports = sorted({int(p) for p in held["lport"]})
-        subject = {"pid": pid, "tid": tid, "comm": comm, "process": process, "listen_ports": ports}
-        # Servers only: a client's loop (a load generator ramping up) is busy by design.
-        if not ports:
-            continue
-        longest = _longest_run(busy.tolist())
-        probe_ev["longest_never_waiting_run"] = longest
-        # Consecutive intervals: a loop that is busy for a moment (a burst of
-        # connects) is not saturated.
-        if longest < MIN_BUSY_INTERVALS:
-            if active.any():
-                out.append(Finding(KIND, "absent", subject, chain=[Link("probe", "waits", probe_ev)]))
-            continue
-        # The process's other loops: how many there are and whether they wait (they get no finding).
-        others = [v for (p, t), v in threads.items() if p == pid and t != tid and v["active"].any()]
-        probe_ev["other_threads_with_events"] = len(others)
-        probe_ev["other_threads_saturated"] = sum(
-            _longest_run(v["busy"].tolist()) >= MIN_BUSY_INTERVALS for v in others
-        )
-        waits = [float(v["share"].clip(upper=1.0)[v["active"]].median()) for v in others]
-        probe_ev["other_threads_blocked_median_pct"] = round(100 * sorted(waits)[len(waits) // 2], 1) if waits else None
-        t = rows.loc[busy, "time_s"].astype(float)
-        window = {
-            "start_s": float(t.min()) - interval,
-            "end_s": float(t.max()),
-            "start_rel_s": round(float(t.min()) - interval - run.start, 1),
-            "end_rel_s": round(float(t.max()) - run.start, 1),
-        }
-        recvq = held
-        # The accept-queue probe counts accept() per (process, thread name, port): the listeners this
-        # thread itself accepted on, when it did.
-        acc = run.table("aq_accept")
-        acc = acc[(acc["pid"] == pid) & (acc["comm"] == comm) & (acc["accepted"] > 0)]
-        counter_ev = {
-            "listener_recv_q_max": int(recvq["recv_q"].max()) if not recvq.empty else None,
-            "listen_ports": ports,
-            "thread_accepts_on": sorted({int(p) for p in acc["lport"]}),
-        }
-        server = lab.get("server") or {}
-        wrk = _wrk_latency(run)
-        mine = server.get("comm") in (comm, process)
-        cause_ev = {
-            "gomaxprocs": server.get("gomaxprocs") if mine else None,
-            "work_per_request": server.get("work") if mine else None,
-        }
-        out.append(
-            Finding(
-                KIND,
-                "confirmed",
-                subject,
-                window=window,
-                cause_class="loop_saturated",
-                chain=[
-                    Link("symptom", "client" if wrk else "not_captured", wrk),
-                    Link("counter", "no_kernel_counter", counter_ev),
-                    Link("probe", "never_waits", probe_ev),
-                    Link("cause", "loop_saturated", cause_ev),
-                    Link("fix", "loop_saturated", {}),
-                    Link(
-                        "verification",
-                        "rerun",
-                        {
-                            "command": "make lab LAB=epoll VARIANT=idle"
-                            if lab.get("lab") == "epoll"
-                            else "make capture DURATION=60",
-                            "expect_wait_share_pct_above": 100 * MAX_WAIT_SHARE,
-                        },
-                    ),
-                ],
-            )
-        )
-    return out
+        cpu_overall = cpu_share_overall(rows) if cpu_recorded(rows) else None
+        busy = _busy(rows, share, process_wait.loc[int(pid)], cpu_overall)
+        threads[(int(pid), int(tid))] = _Thread(rows, share, _active(rows), busy, cpu_overall)
+    return threads
+
+
+# -- subject ----------------------------------------------------------------------------------------
+
+
+def _subject(loops: _Loops, pid: int, tid: int, th: _Thread) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The thread and its process, with the ports the process listens on; and those listeners' rows."""
+    comm, process = str(th.rows["comm"].iloc[0]), str(th.rows["process_comm"].iloc[0])
+    ls, pt = loops.ls, loops.pt
+    # The process's own name as ss -p shows it, when its main thread has no loop to name it.
+    named = ls.loc[(ls["pid"] == pid).fillna(False).astype(bool).to_numpy(), "comm"].dropna()
+    if len(named) and not ((pt["pid"] == pid) & (pt["tid"] == pid)).any():
+        process = str(named.iloc[-1])
+    # ss -p names one holder of a shared listening socket (nginx: master or
+    # worker), so a process also owns the listeners held under its name by a
+    # process that has no loop of its own (never another loop's listeners).
+    held = _held_by(ls, pid, process, loops.loop_pids)
+    ports = sorted({int(p) for p in held["lport"]})
+    return {"pid": pid, "tid": tid, "comm": comm, "process": process, "listen_ports": ports}, held
+
+
+# -- probe ------------------------------------------------------------------------------------------
+
+
+def _probe_evidence(run: RunView, loops: _Loops, th: _Thread) -> dict[str, Any]:
+    """How the thread used epoll, and how much of its busy intervals it spent blocked (its own time,
+    never summed over threads) or on the CPU."""
+    busy, active = th.busy, th.active
+    blocked = th.share.clip(upper=1.0)
+    return {
+        "intervals_with_events": int(active.sum()),
+        "intervals_never_waiting": int(busy.sum()),
+        **loop_numbers(th.rows, loops.interval),
+        "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
+        "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
+        "cpu_share_busy_pct": round(100 * th.cpu_overall, 1) if th.cpu_overall is not None else None,
+        "per_thread": loops.per_thread_data,
+        "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
+        # Consecutive intervals: a loop that is busy for a moment (a burst of connects) is not saturated.
+        "longest_never_waiting_run": _longest_run(busy.tolist()),
+    }
+
+
+def _other_threads(loops: _Loops, pid: int, tid: int) -> dict[str, Any]:
+    """The process's other loops: how many there are and whether they wait (they get no finding)."""
+    others = [v for (p, t), v in loops.threads.items() if p == pid and t != tid and v.active.any()]
+    waits = [float(v.share.clip(upper=1.0)[v.active].median()) for v in others]
+    return {
+        "other_threads_with_events": len(others),
+        "other_threads_saturated": sum(_longest_run(v.busy.tolist()) >= MIN_BUSY_INTERVALS for v in others),
+        "other_threads_blocked_median_pct": round(100 * sorted(waits)[len(waits) // 2], 1) if waits else None,
+    }
+
+
+# -- counter, cause, verification --------------------------------------------------------------------
+
+
+def _counter_evidence(run: RunView, subject: dict[str, Any], held: pd.DataFrame) -> dict[str, Any]:
+    """No kernel counter: the listeners' Recv-Q, and the ports this thread itself accepted on."""
+    # The accept-queue probe counts accept() per (process, thread name, port): the listeners this
+    # thread itself accepted on, when it did.
+    acc = run.table("aq_accept")
+    acc = acc[(acc["pid"] == subject["pid"]) & (acc["comm"] == subject["comm"]) & (acc["accepted"] > 0)]
+    return {
+        "listener_recv_q_max": int(held["recv_q"].max()) if not held.empty else None,
+        "listen_ports": subject["listen_ports"],
+        "thread_accepts_on": sorted({int(p) for p in acc["lport"]}),
+    }
+
+
+def _cause_evidence(run: RunView, subject: dict[str, Any]) -> dict[str, Any]:
+    """What the lab's server was told to do, when this loop is that server's."""
+    server = (run.lab or {}).get("server") or {}
+    mine = server.get("comm") in (subject["comm"], subject["process"])
+    return {
+        "gomaxprocs": server.get("gomaxprocs") if mine else None,
+        "work_per_request": server.get("work") if mine else None,
+    }
+
+
+def _verification(run: RunView) -> Link:
+    lab = run.lab or {}
+    ev = {
+        "command": "make lab LAB=epoll VARIANT=idle" if lab.get("lab") == "epoll" else "make capture DURATION=60",
+        "expect_wait_share_pct_above": 100 * MAX_WAIT_SHARE,
+    }
+    return Link("verification", "rerun", ev)
+
+
+# -- one thread, the run ---------------------------------------------------------------------------
+
+
+def _evaluate_thread(run: RunView, loops: _Loops, pid: int, tid: int) -> Finding | None:
+    """A server's loop: saturated when it never waited for MIN_BUSY_INTERVALS intervals in a row."""
+    th = loops.threads[(pid, tid)]
+    subject, held = _subject(loops, pid, tid, th)
+    # Servers only: a client's loop (a load generator ramping up) is busy by design.
+    if not subject["listen_ports"]:
+        return None
+    probe_ev = _probe_evidence(run, loops, th)
+    if probe_ev["longest_never_waiting_run"] < MIN_BUSY_INTERVALS:
+        return Finding(KIND, "absent", subject, chain=[Link("probe", "waits", probe_ev)]) if th.active.any() else None
+    probe_ev.update(_other_threads(loops, pid, tid))
+    t = th.rows.loc[th.busy, "time_s"].astype(float)
+    wrk = _wrk_latency(run)
+    return Finding(
+        KIND,
+        "confirmed",
+        subject,
+        window=_window(run, float(t.min()) - loops.interval, float(t.max())),
+        cause_class="loop_saturated",
+        chain=[
+            Link("symptom", "client" if wrk else "not_captured", wrk),
+            Link("counter", "no_kernel_counter", _counter_evidence(run, subject, held)),
+            Link("probe", "never_waits", probe_ev),
+            Link("cause", "loop_saturated", _cause_evidence(run, subject)),
+            Link("fix", "loop_saturated", {}),
+            _verification(run),
+        ],
+    )
+
+
+def _evaluate(run: RunView) -> list[Finding]:
+    interval = float(run.metadata.get("interval_s", 1))
+    pt = per_thread(run)
+    per_thread_data = bool((pt["tid"] != pt["pid"]).any()) or int(run.metadata.get("data_contract", 2)) >= 3
+    loops = _Loops(pt, run.table("listeners"), interval, per_thread_data, _threads(pt, interval))
+    found = (_evaluate_thread(run, loops, pid, tid) for pid, tid in loops.threads)
+    return [f for f in found if f is not None]
 
 
 RULE = Rule(KIND, INPUTS, _evaluate)
 evaluate = RULE.evaluate
-
-# Kept importable from here for tests/integration/test_family_labs.py (not edited by this change);
-# everything else imports them from analysis.derived.epoll.
-from ..derived.epoll import epoll_sweep  # noqa: E402
-
-__all__ = ["INPUTS", "KIND", "RULE", "epoll_sweep", "evaluate", "per_process"]

@@ -12,12 +12,14 @@ Chain: symptom (lab client: throughput and failures; else the retransmit rate)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from ..derived import connects
-from ..derived.counters import total_delta
-from ..derived.retransmits import endpoint_flows, flow_rates, reconcile
-from ..findings import Finding, Link
+import pandas as pd
+
+from ..derived import connects, interval_s
+from ..derived.retransmits import EndpointRates, endpoint_flows, endpoint_rates, flow_rates, reconcile
+from ..findings import Finding, Link, Status
 from .base import Rule, RunView
 
 KIND = "retransmit_storm"
@@ -36,6 +38,25 @@ MIN_SEGMENTS = 20
 KEY = ["netns", "laddr", "raddr", "service_port", "service_local"]
 
 
+@dataclass
+class _Endpoint:
+    """One rt_endpoint key: where this side sent from and to, and which side is the service."""
+
+    netns: int
+    laddr: str
+    raddr: str
+    port: int
+    local: int  # 1: the service port is ours (we are the server)
+    rows: pd.DataFrame
+
+
+def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
+    return {"start_s": t0, "end_s": t1, "start_rel_s": round(t0 - run.start, 1), "end_rel_s": round(t1 - run.start, 1)}
+
+
+# -- symptom ------------------------------------------------------------------------------------
+
+
 def _symptom(run: RunView) -> Link:
     lab = run.lab or {}
     ev: dict[str, Any] = {}
@@ -48,139 +69,171 @@ def _symptom(run: RunView) -> Link:
     return Link("symptom", "lab_client" if ev else "rate_only", ev)
 
 
+# -- subject and probe -----------------------------------------------------------------------------
+
+
+def _subject(run: RunView, ep: _Endpoint, per_flow: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The endpoint, and the flow at fault when one re-sent (nearly) all of it; and the flow
+    numbers left for the probe link."""
+    subject = {
+        "netns": ep.netns,
+        "netns_label": run.netns_label(ep.netns),
+        "laddr": ep.laddr,
+        "raddr": ep.raddr,
+        "service_port": ep.port,
+        "we_are": "server" if ep.local else "client",
+    }
+    per_flow = dict(per_flow)
+    if "flow_lport" in per_flow:
+        # One flow re-sent (nearly) all of it: the finding names that flow.
+        subject["lport"], subject["rport"] = per_flow.pop("flow_lport"), per_flow.pop("flow_rport")
+    return subject, per_flow
+
+
+def _probe_evidence(ep: _Endpoint, rates: EndpointRates, per_flow: dict[str, Any], interval: int) -> dict[str, Any]:
+    """The segments the probe saw re-sent toward the endpoint, SYN apart from data, and its flows' share."""
+    rows = ep.rows
+    return {
+        "data_segs": rates.data,
+        "data_events": int(rows["data_events"].sum()),
+        "syn_segs": int(rows["syn_segs"].sum()),
+        "synack_segs": int(rows["synack_segs"].sum()),
+        "intervals": len(rows),
+        "peak_segs_per_s": round(
+            float((rows["data_segs"] + rows["syn_segs"] + rows["synack_segs"]).max()) / interval, 1
+        ),
+        **per_flow,
+    }
+
+
+# -- decision: storm or not, and status ---------------------------------------------------------------
+
+
+def _storm(rates: EndpointRates) -> bool:
+    """Enough segments, and a high enough share of data re-sent or of new connections retrying SYNs."""
+    return (rates.data + rates.syn) >= MIN_SEGMENTS and (
+        (rates.rate is not None and rates.rate >= RATE_THRESHOLD)
+        or (rates.syn_share is not None and rates.syn_share >= SYN_THRESHOLD)
+    )
+
+
+def _below_threshold(subject: dict[str, Any], probe_ev: dict[str, Any], rates: EndpointRates) -> Finding:
+    """Ruled out: the probe's numbers, with the namespace's share only when the flows' own is not known."""
+    rate = rates.rate
+    ev = {
+        **probe_ev,
+        "rate_pct": round(100 * rate, 3) if rate is not None and probe_ev.get("flow_rate_pct") is None else None,
+    }
+    return Finding(KIND, "absent", subject, chain=[Link("probe", "below_threshold", ev)])
+
+
+def _status(rec: dict[str, Any]) -> Status:
+    """Confirmed when the kernel's own retransmit counter agrees with the probe's (within 10 %)."""
+    agrees = (
+        rec["retrans_diff_pct"] is not None and rec["kernel_retrans_segs"] > 0 and abs(rec["retrans_diff_pct"]) <= 10
+    )
+    return "confirmed" if agrees else "suspected"
+
+
+# -- counter ----------------------------------------------------------------------------------------
+
+
+def _counter_evidence(run: RunView, ep: _Endpoint, rates: EndpointRates, rec: dict[str, Any]) -> dict[str, Any]:
+    """The namespace's sent segments and new connections over the window, and the probe reconciled
+    with the kernel's counters."""
+    return {
+        "netns_label": run.netns_label(ep.netns),
+        "out_segs_in_window": rates.sent,
+        "retrans_rate_pct": round(100 * rates.rate, 2) if rates.rate is not None else None,
+        "new_connections_in_window": rates.opens,
+        "syn_retrans_share_pct": round(100 * rates.syn_share, 1) if rates.syn_share is not None else None,
+        **rec,
+    }
+
+
+# -- cause, fix, verification -------------------------------------------------------------------------
+
+
+def _cause(run: RunView, ep: _Endpoint, rates: EndpointRates, synack_segs: int) -> tuple[str, pd.DataFrame]:
+    """Data loss or SYN loss on the path, unless an accept queue overflowed; with that listener's full intervals."""
+    cause = "syn_loss" if rates.data < rates.syn else "data_loss"
+    # Retransmits toward a listener whose accept queue overflowed: a full queue
+    # drops SYNs and the final ACK (with any data riding on it) silently, so
+    # the drops are that overflow, not the network.
+    aq = run.table("aq_listener")
+    overflowed = aq[(aq["laddr"] == ep.raddr) & (aq["lport"] == ep.port) & (aq["full_events"] > 0)]
+    if not overflowed.empty:
+        cause = "remote_accept_queue_full"
+    # On the server's side the same overflow shows as SYN-ACK retransmits:
+    # the client's final ACK met the full queue and was dropped, so the
+    # request stays half-open and the kernel re-sends its SYN-ACK. Only
+    # that listener, in this namespace, and only when SYN-ACKs dominate.
+    own = aq[(aq["netns"] == ep.netns) & (aq["lport"] == ep.port) & (aq["full_events"] > 0)]
+    if ep.local and not own.empty and synack_segs >= rates.data:
+        cause, overflowed = "local_accept_queue_full", own
+    return cause, overflowed
+
+
+def _cause_evidence(run: RunView, ep: _Endpoint, cause: str, overflowed: pd.DataFrame) -> dict[str, Any]:
+    """The direction of the lost segments; the listener's full intervals; the loss a lab injected."""
+    lab = run.lab or {}
+    ev: dict[str, Any] = {
+        "direction": f"{ep.laddr} -> {ep.raddr}:{ep.port}" if not ep.local else f"{ep.laddr}:{ep.port} -> {ep.raddr}"
+    }
+    if cause in ("remote_accept_queue_full", "local_accept_queue_full"):
+        ev["listener_full_intervals"] = len(overflowed)
+    if lab.get("lab") == "retransmit":
+        ev["lab_injected_loss_pct"] = lab.get("loss_pct")
+        ev["lab_injected_syn_loss_pct"] = lab.get("syn_loss_pct")
+    return ev
+
+
+def _verification(run: RunView, netns_label: str) -> Link:
+    command = (
+        "make lab LAB=retransmit VARIANT=loss0"
+        if (run.lab or {}).get("lab") == "retransmit"
+        else f"make capture NETNS={netns_label} DURATION=60"
+    )
+    return Link("verification", "rerun", {"command": command, "expect_rate_pct_below": 100 * RATE_THRESHOLD})
+
+
+# -- one endpoint, the run -----------------------------------------------------------------------------
+
+
+def _evaluate_endpoint(run: RunView, ep: _Endpoint, interval: int) -> Finding:
+    t0, t1 = float(ep.rows["time_s"].min()) - interval, float(ep.rows["time_s"].max())
+    flows = endpoint_flows(run, ep.netns, ep.laddr, ep.raddr, ep.port, ep.local)
+    subject, per_flow = _subject(run, ep, flow_rates(flows) if flows is not None else {})
+    rates = endpoint_rates(run, ep.netns, ep.rows, per_flow, t0, t1, interval)
+    probe_ev = _probe_evidence(ep, rates, per_flow, interval)
+    if not _storm(rates):
+        return _below_threshold(subject, probe_ev, rates)
+    rec = reconcile(run, ep.netns)
+    cause, overflowed = _cause(run, ep, rates, probe_ev["synack_segs"])
+    return Finding(
+        KIND,
+        _status(rec),
+        subject,
+        window=_window(run, t0, t1),
+        cause_class=cause,
+        chain=[
+            _symptom(run),
+            Link("counter", "retrans_segs", _counter_evidence(run, ep, rates, rec)),
+            Link("probe", "endpoint_retransmits", probe_ev),
+            Link("cause", cause, _cause_evidence(run, ep, cause, overflowed)),
+            Link("fix", cause, {"raddr": ep.raddr, "service_port": ep.port}),
+            _verification(run, subject["netns_label"]),
+        ],
+    )
+
+
 def _evaluate(run: RunView) -> list[Finding]:
     rt = run.table("rt_endpoint")
+    interval = interval_s(run)
     out: list[Finding] = []
-    interval = int(run.metadata.get("interval_s", 1))
-    lab = run.lab or {}
     for key, rows in rt.groupby(KEY, sort=True):
-        netns, laddr, raddr, port, local = int(key[0]), str(key[1]), str(key[2]), int(key[3]), int(key[4])
-        data = int(rows["data_segs"].sum())
-        syn = int(rows["syn_segs"].sum() + rows["synack_segs"].sum())
-        t0, t1 = float(rows["time_s"].min()) - interval, float(rows["time_s"].max())
-        sent = total_delta(run, netns, "OutSegs", t0, t1 + interval + 0.5)
-        opens = total_delta(run, netns, "ActiveOpens", t0, t1 + interval + 0.5) + total_delta(
-            run, netns, "PassiveOpens", t0, t1 + interval + 0.5
-        )
-        flows = endpoint_flows(run, netns, laddr, raddr, port, local)
-        per_flow = flow_rates(flows) if flows is not None else {}
-        if per_flow.get("flow_data_segs_out"):
-            # The endpoint's own data segments: a busy neighbour cannot dilute it.
-            rate = per_flow["flow_data_segs"] / per_flow["flow_data_segs_out"]
-        else:
-            rate = (data + syn) / sent if sent else None
-        syn_share = syn / opens if opens else None
-        subject = {
-            "netns": netns,
-            "netns_label": run.netns_label(netns),
-            "laddr": laddr,
-            "raddr": raddr,
-            "service_port": port,
-            "we_are": "server" if local else "client",
-        }
-        if "flow_lport" in per_flow:
-            # One flow re-sent (nearly) all of it: the finding names that flow.
-            subject["lport"], subject["rport"] = per_flow.pop("flow_lport"), per_flow.pop("flow_rport")
-        probe_ev = {
-            "data_segs": data,
-            "data_events": int(rows["data_events"].sum()),
-            "syn_segs": int(rows["syn_segs"].sum()),
-            "synack_segs": int(rows["synack_segs"].sum()),
-            "intervals": len(rows),
-            "peak_segs_per_s": round(
-                float((rows["data_segs"] + rows["syn_segs"] + rows["synack_segs"]).max()) / interval, 1
-            ),
-            **per_flow,
-        }
-        storm = (data + syn) >= MIN_SEGMENTS and (
-            (rate is not None and rate >= RATE_THRESHOLD) or (syn_share is not None and syn_share >= SYN_THRESHOLD)
-        )
-        if not storm:
-            out.append(
-                Finding(
-                    KIND,
-                    "absent",
-                    subject,
-                    chain=[
-                        Link(
-                            "probe",
-                            "below_threshold",
-                            {
-                                **probe_ev,
-                                # The namespace's share only when the flows' own is not known.
-                                "rate_pct": round(100 * rate, 3)
-                                if rate is not None and per_flow.get("flow_rate_pct") is None
-                                else None,
-                            },
-                        )
-                    ],
-                )
-            )
-            continue
-        rec = reconcile(run, netns)
-        agrees = (
-            rec["retrans_diff_pct"] is not None
-            and rec["kernel_retrans_segs"] > 0
-            and abs(rec["retrans_diff_pct"]) <= 10
-        )
-        counter_ev = {
-            "netns_label": run.netns_label(netns),
-            "out_segs_in_window": sent,
-            "retrans_rate_pct": round(100 * rate, 2) if rate is not None else None,
-            "new_connections_in_window": opens,
-            "syn_retrans_share_pct": round(100 * syn_share, 1) if syn_share is not None else None,
-            **rec,
-        }
-        cause = "syn_loss" if data < syn else "data_loss"
-        # Retransmits toward a listener whose accept queue overflowed: a full queue
-        # drops SYNs and the final ACK (with any data riding on it) silently, so
-        # the drops are that overflow, not the network.
-        aq = run.table("aq_listener")
-        overflowed = aq[(aq["laddr"] == raddr) & (aq["lport"] == port) & (aq["full_events"] > 0)]
-        if not overflowed.empty:
-            cause = "remote_accept_queue_full"
-        # On the server's side the same overflow shows as SYN-ACK retransmits:
-        # the client's final ACK met the full queue and was dropped, so the
-        # request stays half-open and the kernel re-sends its SYN-ACK. Only
-        # that listener, in this namespace, and only when SYN-ACKs dominate.
-        own = aq[(aq["netns"] == netns) & (aq["lport"] == port) & (aq["full_events"] > 0)]
-        if local and not own.empty and probe_ev["synack_segs"] >= data:
-            cause, overflowed = "local_accept_queue_full", own
-        cause_ev: dict[str, Any] = {
-            "direction": f"{laddr} -> {raddr}:{port}" if not local else f"{laddr}:{port} -> {raddr}"
-        }
-        if cause in ("remote_accept_queue_full", "local_accept_queue_full"):
-            cause_ev["listener_full_intervals"] = len(overflowed)
-        if lab.get("lab") == "retransmit":
-            cause_ev["lab_injected_loss_pct"] = lab.get("loss_pct")
-            cause_ev["lab_injected_syn_loss_pct"] = lab.get("syn_loss_pct")
-        command = (
-            "make lab LAB=retransmit VARIANT=loss0"
-            if lab.get("lab") == "retransmit"
-            else f"make capture NETNS={subject['netns_label']} DURATION=60"
-        )
-        out.append(
-            Finding(
-                KIND,
-                "confirmed" if agrees else "suspected",
-                subject,
-                window={
-                    "start_s": t0,
-                    "end_s": t1,
-                    "start_rel_s": round(t0 - run.start, 1),
-                    "end_rel_s": round(t1 - run.start, 1),
-                },
-                cause_class=cause,
-                chain=[
-                    _symptom(run),
-                    Link("counter", "retrans_segs", counter_ev),
-                    Link("probe", "endpoint_retransmits", probe_ev),
-                    Link("cause", cause, cause_ev),
-                    Link("fix", cause, {"raddr": raddr, "service_port": port}),
-                    Link("verification", "rerun", {"command": command, "expect_rate_pct_below": 100 * RATE_THRESHOLD}),
-                ],
-            )
-        )
+        ep = _Endpoint(int(key[0]), str(key[1]), str(key[2]), int(key[3]), int(key[4]), rows)
+        out.append(_evaluate_endpoint(run, ep, interval))
     return out
 
 
