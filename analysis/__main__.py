@@ -19,10 +19,10 @@ if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
 
 import argparse  # noqa: E402
 
-from analysis.load.run import Run, RunDataError  # noqa: E402
+from analysis.load import Run, RunDataError  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("report", help="write verdicts.json, report.md and plots/ into a run directory")
@@ -35,62 +35,92 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("dir")
     fl = sub.add_parser("fleet", help="one report over a fleet capture (DIR/<host>/ runs): fleet.md, fleet.json")
     fl.add_argument("dir")
-    sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/contract/schemas.py)")
-    args = p.parse_args(argv)
+    sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/contract/)")
+    return p
+
+
+def _report(args: argparse.Namespace) -> None:
+    from analysis.render.report import write_report
+
+    from .wording import headline
+
+    report, findings = write_report(args.run)
+    real = [f for f in findings if f.is_finding]
+    for f in real:
+        print(headline(f))
+    if not real:
+        print("no finding")
+    print(f"report: {report}")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    # What report loads and checks before it analyses, nothing less.
+    from analysis.render.outputs import check_outputs
+
+    run = Run.open(args.run)
+    counts = run.validate_all()
+    check_outputs(run.path)
+    for name, n in counts.items():
+        why = run.missing.get(name)
+        print(f"{name}: {n} rows ok" + (f" (file missing: {why})" if why else ""))
+    if not run.complete:
+        print(f"run incomplete: stop_reason {run.metadata.get('stop_reason')}")
+    for note in run.notes:
+        print(f"note: {note}")
+
+
+def _compare(args: argparse.Namespace) -> None:
+    from analysis.render.compare import write
+
+    from .wording import compare_verdict_line
+
+    md, v = write(args.dir)
+    print(compare_verdict_line(v))
+    print(f"comparison: {md}")
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    from analysis.render.sweep import write as write_sweep
+
+    md, df = write_sweep(args.dir)
+    print(df.to_string(index=False))
+    print(f"sweep: {md}")
+
+
+def _fleet(args: argparse.Namespace) -> None:
+    from analysis.combiners.fleet import CAPTURE_FAILED
+    from analysis.render.fleet import write as write_fleet
+
+    md, hosts = write_fleet(args.dir)
+    for h in hosts:
+        if h.error:
+            print(f"{h.name}: {CAPTURE_FAILED}: {h.error}")
+        else:
+            found = sorted({f"{f.kind} ({f.status})" for f in h.real})
+            print(f"{h.name}: " + (", ".join(found) if found else "no finding"))
+    print(f"fleet: {md}")
+
+
+def _schema_doc(args: argparse.Namespace) -> None:
+    from analysis.contract import schema_doc
+
+    print(schema_doc())
+
+
+COMMANDS = {
+    "report": _report,
+    "validate": _validate,
+    "compare": _compare,
+    "sweep": _sweep,
+    "fleet": _fleet,
+    "schema-doc": _schema_doc,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        if args.cmd == "report":
-            from analysis.render.report import write_report
-
-            from .wording import headline
-
-            report, findings = write_report(args.run)
-            real = [f for f in findings if f.is_finding]
-            for f in real:
-                print(headline(f))
-            if not real:
-                print("no finding")
-            print(f"report: {report}")
-        elif args.cmd == "validate":
-            # What report loads and checks before it analyses, nothing less.
-            run = Run.open(args.run)
-            counts = run.validate_all()
-            for name, n in counts.items():
-                why = run.missing.get(name)
-                print(f"{name}: {n} rows ok" + (f" (file missing: {why})" if why else ""))
-            if not run.complete:
-                print(f"run incomplete: stop_reason {run.metadata.get('stop_reason')}")
-            for note in run.notes:
-                print(f"note: {note}")
-        elif args.cmd == "compare":
-            from analysis.render.compare import write
-
-            from .wording import compare_verdict_line
-
-            md, v = write(args.dir)
-            print(compare_verdict_line(v))
-            print(f"comparison: {md}")
-        elif args.cmd == "sweep":
-            from analysis.render.sweep import write as write_sweep
-
-            md, df = write_sweep(args.dir)
-            print(df.to_string(index=False))
-            print(f"sweep: {md}")
-        elif args.cmd == "fleet":
-            from analysis.render.fleet import CAPTURE_FAILED
-            from analysis.render.fleet import write as write_fleet
-
-            md, hosts = write_fleet(args.dir)
-            for h in hosts:
-                if h.error:
-                    print(f"{h.name}: {CAPTURE_FAILED}: {h.error}")
-                else:
-                    found = sorted({f"{f.kind} ({f.status})" for f in h.real})
-                    print(f"{h.name}: " + (", ".join(found) if found else "no finding"))
-            print(f"fleet: {md}")
-        elif args.cmd == "schema-doc":
-            from analysis.contract.schemas import schema_doc
-
-            print(schema_doc())
+        COMMANDS[args.cmd](args)
     except RunDataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -8,25 +8,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.contract.schemas import DERIVED_TABLES
-from analysis.load.run import Run, read_table
-from analysis.render import compare
+from analysis.contract import DERIVED_TABLES
+from analysis.derived import comparison
+from analysis.load import Run, read_table
 from analysis.wording import compare_verdict_line
 from tests.conftest import fixture_run
 
 
 def test_run_metrics_of_real_runs() -> None:
-    exhaust = compare.run_metrics(Run.open(fixture_run("time-wait-exhaust")))
+    exhaust = comparison.run_metrics(Run.open(fixture_run("time-wait-exhaust")))
     assert exhaust["eaddrnotavail"] == 400 and exhaust["failed"] == 400
-    sizing = compare.run_metrics(Run.open(fixture_run("accept-overflow-sizing")))
+    sizing = comparison.run_metrics(Run.open(fixture_run("accept-overflow-sizing")))
     assert sizing["overflows"] > 1000  # ListenOverflows in the server namespace
     assert sizing["connect_p50_ms"] > 900  # most connects waited for a SYN retry
-    healthy = compare.run_metrics(Run.open(fixture_run("accept-overflow-healthy")))
+    healthy = comparison.run_metrics(Run.open(fixture_run("accept-overflow-healthy")))
     assert healthy["overflows"] == 0 and healthy["connect_p99_ms"] < 100
 
 
 def test_interval_of_an_exact_effect_is_the_point() -> None:
-    assert compare.diff_interval(np.array([400.0, 400.0]), np.array([0.0, 0.0])) == (-400.0, -400.0)
+    assert comparison.diff_interval(np.array([400.0, 400.0]), np.array([0.0, 0.0])) == (-400.0, -400.0)
 
 
 def test_false_positive_rate_under_no_effect() -> None:
@@ -35,7 +35,7 @@ def test_false_positive_rate_under_no_effect() -> None:
     hits = 0
     for _ in range(200):
         a, b = rng.normal(100, 10, 4), rng.normal(100, 10, 4)
-        hits += int(compare.summarise(_long("failed", list(a), list(b))).loc[0, "significant"])
+        hits += int(comparison.summarise(_long("failed", list(a), list(b))).loc[0, "significant"])
     assert hits <= 14, hits
 
 
@@ -48,16 +48,16 @@ def _long(metric: str, a: list[float], b: list[float]) -> pd.DataFrame:
 
 def test_two_noisy_runs_a_side_are_never_significant() -> None:
     # Two values a side whose ranges do not overlap: a percentile bootstrap alone would call it.
-    s = compare.summarise(_long("connect_p50_ms", [0.32, 0.40], [0.401, 0.405]))
+    s = comparison.summarise(_long("connect_p50_ms", [0.32, 0.40], [0.401, 0.405]))
     assert s.loc[0, "significant"] == 0
 
 
 def test_welch_guards_three_runs_with_one_outlier() -> None:
-    s = compare.summarise(_long("connect_p99_ms", [1030, 3060, 1040], [1031, 1035, 1036]))
+    s = comparison.summarise(_long("connect_p99_ms", [1030, 3060, 1040], [1031, 1035, 1036]))
     assert s.loc[0, "significant"] == 0
-    s = compare.summarise(_long("overflows", [950, 1010, 1005], [0, 0, 0]))
+    s = comparison.summarise(_long("overflows", [950, 1010, 1005], [0, 0, 0]))
     assert s.loc[0, "significant"] == 1
-    assert compare.outcome(s.iloc[0]) == "removes"
+    assert comparison.outcome(s.iloc[0]) == "removes"
 
 
 def test_fixture_comparison_reanalysed_gives_its_verdict() -> None:
@@ -65,7 +65,7 @@ def test_fixture_comparison_reanalysed_gives_its_verdict() -> None:
     d = fixture_run("compare-time-wait-exhaust")
     long = read_table(d / "runs.csv", DERIVED_TABLES["compare_runs"])
     cfg = json.loads((d / "compare.json").read_text())
-    v = compare.verdict(cfg, compare.summarise(long))
+    v = comparison.verdict(cfg, comparison.summarise(long))
     assert v["headline"]["metric"] == "eaddrnotavail"
     assert v["headline"]["outcome"] == "removes"
     assert compare_verdict_line(v).startswith("short-lived-clients removes connect() failures with EADDRNOTAVAIL")

@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.combiners.fleet import CAPTURE_FAILED, CAPTURE_LOG, HOSTS_FILE
 from analysis.derived.epoll import per_thread
-from analysis.load.run import Run, RunDataError
+from analysis.load import Run, RunDataError
 from analysis.render import fleet
 from analysis.rules import evaluate_all
 from tests.conftest import FIXTURES, ROOT
@@ -84,8 +85,8 @@ def test_fleet_report_table_shared_findings_and_failed_hosts(tmp_path: Path) -> 
     broken = _copy("host-healthy", d / "db-2")
     (broken / "metadata.json").write_text('{"schema_version": 1,')
     (d / "db-3").mkdir()
-    (d / "db-3" / fleet.CAPTURE_LOG).write_text("exit status 1\n\ncapture: error: bpftrace is not installed\n")
-    (d / fleet.HOSTS_FILE).write_text("web-1\nweb-2\ndb-1\ndb-2\ndb-3\ndb-4\n")
+    (d / "db-3" / CAPTURE_LOG).write_text("exit status 1\n\ncapture: error: bpftrace is not installed\n")
+    (d / HOSTS_FILE).write_text("web-1\nweb-2\ndb-1\ndb-2\ndb-3\ndb-4\n")
     md, _ = fleet.write(d)
     doc = json.loads((d / "fleet.json").read_text())
     assert doc["hosts_with_findings"] == ["web-1", "web-2"]
@@ -98,7 +99,7 @@ def test_fleet_report_table_shared_findings_and_failed_hosts(tmp_path: Path) -> 
     assert "metadata.json:1: invalid JSON" in h["db-2"]["error"]
     assert h["db-3"]["error"].endswith("the capture said: exit status 1 / capture: error: bpftrace is not installed")
     assert h["db-4"]["error"].startswith("no run fetched")
-    assert all(h[x]["status"] == fleet.CAPTURE_FAILED for x in ("db-2", "db-3", "db-4"))
+    assert all(h[x]["status"] == CAPTURE_FAILED for x in ("db-2", "db-3", "db-4"))
     shared = {(g["kind"], g["cause_class"]): g["hosts"] for g in doc["shared"]}
     assert shared[("accept_queue_overflow", "stall")] == ["web-1", "web-2"]
     text = md.read_text()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.contract.schemas import DERIVED_TABLES
-from analysis.load.run import Run, RunDataError, read_table
-from analysis.render import sweep
+from analysis.contract import DERIVED_TABLES
+from analysis.derived import sweep
+from analysis.load import Run, RunDataError, read_table
 from analysis.rules import accept_queue
 from analysis.wording import describe
 from tests.conftest import fixture_run

@@ -1,232 +1,23 @@
-"""A/B tuning comparisons: lab runs under two sysctl profiles, interleaved.
+"""The outputs of an A/B comparison directory (scripts/compare).
 
-scripts/compare writes a comparison directory:
-  compare.json          what was compared (lab, variant, profiles, repeats, overrides)
-  runs/NN-<profile>/    one ordinary lab run each (A B A B ...)
-This module reads it and adds runs.csv (per run and metric), summary.csv (B - A
-with a bootstrap interval), verdict.json, comparison.md and plots/compare.png.
-
-Each metric is measured per run from that run's own files, so a comparison is
-only as good as the runs: every run directory stays inspectable on its own.
+analysis/derived/comparison.py measures the runs and computes the verdict; this
+module writes runs.csv (per run and metric), summary.csv (B - A with a bootstrap
+interval), verdict.json, comparison.md and plots/compare.png beside compare.json.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-from scipy import stats
-
-from analysis.contract.schemas import DERIVED_TABLES
-from analysis.derived import connects
-from analysis.derived.counters import capture_total
-from analysis.load.run import Run, RunDataError, read_json, read_table
-
-CONFIDENCE = 0.95
-# Fewer runs a side than this and a bootstrap interval means little (with 2
-# values it can only take 3 means): a difference then counts only when every
-# run of a side gave the same value, i.e. the effect is exact, not estimated.
-MIN_RUNS_FOR_INTERVAL = 3
-# With 3-5 runs a side the percentile bootstrap interval is too narrow (it
-# ignores that the spread itself is estimated from 3 values), so a difference
-# is called significant only if Welch's t-test agrees at this level.
-ALPHA = 0.05
-# Resamples for the bootstrap; seeded, so a comparison's numbers are reproducible.
-N_RESAMPLES = 9999
-SEED = 20261123
-
-
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    label: str
-    measure: Callable[[Run], float | None]
-    # "lower" when a smaller value is the better one (all current metrics but throughput).
-    better: str = "lower"
-
-
-def _server_inode(run: Run) -> int | None:
-    lab = run.lab or {}
-    srv = lab.get("server") or {}
-    return int(srv["netns_inode"]) if "netns_inode" in srv else None
-
-
-def _overflows(run: Run) -> float | None:
-    ino = _server_inode(run)
-    return None if ino is None else capture_total(run, "ListenOverflows", ino)
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("overflows", "accept-queue overflows (ListenOverflows, server)", _overflows),
-    Metric("failed", "failed connection attempts", connects.failed),
-    Metric("eaddrnotavail", "connect() failures with EADDRNOTAVAIL", connects.eaddrnotavail),
-    Metric(
-        "connect_p50_ms", "connect latency p50 (ms)", lambda r: connects.quantile_ms(connects.connected_us(r), 0.50)
-    ),
-    Metric(
-        "connect_p99_ms", "connect latency p99 (ms)", lambda r: connects.quantile_ms(connects.connected_us(r), 0.99)
-    ),
-    Metric("reply_p99_ms", "time to the first reply byte, p99 (ms)", lambda r: connects.first_byte_ms(r, 0.99)),
-    Metric(
-        "retransmits",
-        "retransmitted segments (RetransSegs, all namespaces)",
-        lambda r: capture_total(r, "RetransSegs"),
-    ),
-    Metric("ok_per_s", "throughput (answered connections per second of load)", connects.ok_per_s, better="higher"),
-)
-METRIC_BY_KEY = {m.key: m for m in METRICS}
-
-# The metric a verdict line leads with: the symptom the lab (or variant) is
-# about. A stall is about clients failing, not the overflow counter: a bigger
-# queue can zero the counter while the same clients still time out.
-HEADLINE = {
-    "accept-overflow": "overflows",
-    "accept-overflow/stall": "failed",
-    "time-wait": "eaddrnotavail",
-    "retransmit": "retransmits",
-    "epoll": "ok_per_s",
-}
-
-
-def run_metrics(run: Run) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for m in METRICS:
-        v = m.measure(run)
-        if v is not None and np.isfinite(v):
-            out[m.key] = float(v)
-    return out
-
-
-def collect(comparison: Path) -> tuple[dict[str, Any], pd.DataFrame]:
-    """compare.json and the long table of (run, profile, side, repeat, metric, value)."""
-    cfg = read_json(
-        comparison / "compare.json", f"is {comparison} a directory written by scripts/compare?", schema="compare"
-    )
-    rows = []
-    for entry in cfg.get("runs", []):
-        run_dir = comparison / "runs" / entry["run"]
-        if not (run_dir / "metadata.json").is_file():
-            continue  # an interrupted comparison: analyse the runs that finished
-        run = Run.open(run_dir)
-        for k, v in run_metrics(run).items():
-            rows.append(
-                {
-                    "run": entry["run"],
-                    "profile": entry["profile"],
-                    "side": entry["side"],
-                    "repeat": entry["repeat"],
-                    "metric": k,
-                    "value": v,
-                }
-            )
-    cols = DERIVED_TABLES["compare_runs"].column_names
-    return cfg, pd.DataFrame(rows, columns=cols)
-
-
-def diff_interval(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """95 % bootstrap interval of mean(b) - mean(a), resampling each side on its own."""
-    if len(a) == 0 or len(b) == 0:
-        return (float("nan"), float("nan"))
-    d = float(b.mean() - a.mean())
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
-        # Every resample gives the same difference; scipy would warn about a
-        # degenerate distribution, the interval is the point.
-        return (d, d)
-    res = stats.bootstrap(
-        (b, a),
-        lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
-        vectorized=True,
-        paired=False,
-        confidence_level=CONFIDENCE,
-        n_resamples=N_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(SEED),
-    )
-    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
-
-
-def summarise(long: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for m in METRICS:
-        sub = long[long["metric"] == m.key]
-        if sub.empty:
-            continue
-        a = sub[sub["side"] == "A"]["value"].to_numpy(float)
-        b = sub[sub["side"] == "B"]["value"].to_numpy(float)
-        lo, hi = diff_interval(a, b)
-        diff = float(b.mean() - a.mean()) if len(a) and len(b) else float("nan")
-        # One run a side has no spread to speak of, so it is never "exact".
-        exact = len(a) >= 2 and len(b) >= 2 and np.ptp(a) == 0 and np.ptp(b) == 0
-        enough = min(len(a), len(b)) >= MIN_RUNS_FOR_INTERVAL or exact
-        significant = bool(enough and np.isfinite(lo) and (lo > 0 or hi < 0))
-        if significant and not exact:
-            significant = bool(stats.ttest_ind(b, a, equal_var=False).pvalue < ALPHA)
-        rows.append(
-            {
-                "metric": m.key,
-                "label": m.label,
-                "n_a": len(a),
-                "n_b": len(b),
-                "a_mean": float(a.mean()) if len(a) else float("nan"),
-                "b_mean": float(b.mean()) if len(b) else float("nan"),
-                "diff": diff,
-                "ci_low": lo,
-                "ci_high": hi,
-                "significant": int(significant),
-            }
-        )
-    return pd.DataFrame(rows, columns=DERIVED_TABLES["compare_summary"].column_names)
-
-
-def outcome(row: pd.Series) -> str:
-    """Key of the verdict for one metric (worded in wording.COMPARE_TEMPLATES)."""
-    if not row["significant"]:
-        return "no_difference"
-    better = METRIC_BY_KEY[row["metric"]].better
-    if better == "lower" and row["b_mean"] == 0 and row["a_mean"] > 0:
-        return "removes"
-    improved = row["diff"] < 0 if better == "lower" else row["diff"] > 0
-    return "improves" if improved else "worsens"
-
-
-def verdict(cfg: dict[str, Any], summary: pd.DataFrame) -> dict[str, Any]:
-    """Structured verdict: the headline metric's outcome, the other significant ones, and caveats."""
-    lab = cfg.get("lab", "")
-    headline_key = HEADLINE.get(f"{lab}/{cfg.get('variant')}", HEADLINE.get(lab, "failed"))
-    if headline_key not in set(summary["metric"]):
-        headline_key = str(summary["metric"].iloc[0]) if not summary.empty else ""
-    results = []
-    for _, row in summary.iterrows():
-        results.append(
-            {
-                **{k: row[k] for k in summary.columns},
-                "outcome": outcome(row),
-                "better": METRIC_BY_KEY[row["metric"]].better,
-            }
-        )
-    for r in results:
-        r["significant"] = bool(r["significant"])
-        for k in ("n_a", "n_b"):
-            r[k] = int(r[k])
-    head = next((r for r in results if r["metric"] == headline_key), None)
-    return {
-        "lab": cfg.get("lab"),
-        "variant": cfg.get("variant"),
-        "a": cfg.get("a"),
-        "b": cfg.get("b"),
-        "repeat": cfg.get("repeat"),
-        "overrides": cfg.get("overrides", {}),
-        "headline": head,
-        "others": [r for r in results if r["metric"] != headline_key and r["significant"]],
-        "metrics": results,
-        "profile_caveats": cfg.get("profile_caveats", []),
-    }
+from analysis.contract import DERIVED_TABLES
+from analysis.derived.comparison import collect, profile_caveats, summarise, verdict
+from analysis.load import RunDataError, read_table
+from analysis.render import markdown as md
+from analysis.wording import compare_line, compare_verdict_line, is_missing
+from analysis.wording.numbers import num
 
 
 def _no_nan(x: Any) -> Any:
@@ -243,25 +34,12 @@ def _no_nan(x: Any) -> Any:
 def write(comparison: str | Path) -> tuple[Path, dict[str, Any]]:
     """Analyse a comparison directory; returns the markdown path and the verdict."""
     from analysis.render import plots
-    from analysis.wording import compare_markdown
 
     d = Path(comparison)
     cfg, long = collect(d)
     if long.empty:
         raise RunDataError(f"{d}/runs: no finished run to compare (scripts/compare writes them)")
-    # Profile caveats come from the runs themselves: what the scenario overrode
-    # and which global keys were left out.
-    caveats: set[str] = set()
-    for entry in cfg.get("runs", []):
-        meta = d / "runs" / entry["run"] / "metadata.json"
-        if meta.is_file():
-            prof = (Run.open(meta.parent).lab or {}).get("profile") or {}
-            caveats |= {f"{entry['profile']}: not applied (global key): {k}" for k in prof.get("skipped_global", [])}
-            caveats |= {
-                f"{entry['profile']}: overridden by the lab's scenario: {k}"
-                for k in prof.get("overridden_by_scenario", [])
-            }
-    cfg["profile_caveats"] = sorted(caveats)
+    cfg["profile_caveats"] = profile_caveats(d, cfg)
     summary = summarise(long)
     long.to_csv(d / "runs.csv", index=False)
     summary.to_csv(d / "summary.csv", index=False)
@@ -272,14 +50,56 @@ def write(comparison: str | Path) -> tuple[Path, dict[str, Any]]:
     (d / "verdict.json").write_text(json.dumps(_no_nan(v), indent=2, default=float, allow_nan=False) + "\n")
     fig = plots.comparison(long, summary, cfg)
     plots.save(fig, d / "plots" / "compare.png")
-    md = d / "comparison.md"
-    md.write_text(compare_markdown(v, summary, "plots/compare.png"))
-    return md, v
+    out = d / "comparison.md"
+    out.write_text(markdown(v, summary, "plots/compare.png"))
+    return out, v
 
 
-def load(comparison: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """runs.csv, summary.csv and verdict.json of an analysed comparison (notebooks)."""
-    d = Path(comparison)
-    long = read_table(d / "runs.csv", DERIVED_TABLES["compare_runs"])
-    summary = read_table(d / "summary.csv", DERIVED_TABLES["compare_summary"])
-    return long, summary, read_json(d / "verdict.json", "run: python -m analysis compare DIR", "compare_verdict", True)
+def markdown(v: dict[str, Any], summary: Any, plot: str) -> str:
+    """comparison.md: the verdict, how to read the intervals, the per-metric table, the plot."""
+    lines = [
+        f"# {v['lab']} / {v['variant']}: {v['a']} (A) vs {v['b']} (B)",
+        "",
+        f"**Verdict:** {compare_verdict_line(v)}",
+        "",
+    ]
+    if v["others"]:
+        lines += ["Other significant differences:", "", *md.bullets(compare_line(v, r) for r in v["others"]), ""]
+    n = min((r["n_a"] for r in v["metrics"]), default=0)
+    lines += [_METHOD.format(repeat=v["repeat"]) + (_FEW_RUNS if n < 3 else _SOME_RUNS), ""]
+    if v["overrides"]:
+        lines += [
+            "Lab parameters set for this comparison: " + ", ".join(f"{k}={x}" for k, x in v["overrides"].items()),
+            "",
+        ]
+    if v["profile_caveats"]:
+        lines += ["What the profiles could not change here:", "", *md.bullets(v["profile_caveats"]), ""]
+    lines += [*_table(summary), "", md.image("per-run values", plot), ""]
+    return md.document(lines)
+
+
+_METHOD = (
+    "Runs: {repeat} per profile, interleaved A B A B, each in fresh namespaces. "
+    "Intervals are percentile bootstrap intervals of the difference of means"
+)
+_FEW_RUNS = (
+    " — with fewer than 3 runs a side a difference counts as significant only when every run of each side "
+    "gave the same value; raise REPEAT for intervals."
+)
+_SOME_RUNS = (
+    "; with few runs they are narrower than they should be, so a difference is called significant "
+    "only when Welch's t-test agrees (p < 0.05). Read them with the per-run plot."
+)
+
+
+def _table(summary: Any) -> list[str]:
+    """The per-metric table of comparison.md."""
+    header = ["metric", "A mean", "B mean", "B - A", "95 % CI", "significant"]
+    return md.table(header, (_table_row(r) for _, r in summary.iterrows()))
+
+
+def _table_row(r: Any) -> list[str]:
+    missing = is_missing(r["ci_low"]) or is_missing(r["ci_high"])
+    ci = "not measured" if missing else f"{num(r['ci_low'], '+.4g')} … {num(r['ci_high'], '+.4g')}"
+    diffs = [num(r["a_mean"], ".4g"), num(r["b_mean"], ".4g"), num(r["diff"], "+.4g")]
+    return [r["label"], *diffs, ci, "yes" if r["significant"] else "no"]

@@ -19,7 +19,7 @@ from analysis.derived.epoll import per_process, per_thread, wait_share
 from analysis.derived.retransmits import segments_per_interval
 from analysis.derived.time_wait import littles_law
 from analysis.kernel import TCP_TIMEWAIT_LEN_S
-from analysis.load.run import Run
+from analysis.load import Run
 
 
 def queue_depth(run: Run, netns: int, lport: int) -> Figure:

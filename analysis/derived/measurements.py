@@ -1,0 +1,66 @@
+"""Lab measurements that are not findings: the numbers a lab exists to produce.
+
+Each function returns plain data for verdicts.json ("measurements"); report.md shows
+them through analysis/render/measurements.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.derived import time_wait
+from analysis.derived.epoll import epoll_sweep
+from analysis.derived.retransmits import reconcile
+from analysis.load import Run
+
+
+def reconciliation(run: Run) -> list[dict[str, Any]]:
+    """Probe retransmit counts vs the kernel's, per sampled namespace with any."""
+    out = []
+    if run.metadata["probes"].get("retransmits", {}).get("status") != "ok":
+        return out
+    for ns in run.metadata["netns"]:
+        rec = reconcile(run, int(ns["inode"]))
+        if rec["probe_retrans_segs"] or rec["kernel_retrans_segs"]:
+            out.append({"netns_label": ns["label"], **rec})
+    return out
+
+
+def time_wait_summary(run: Run) -> list[dict[str, Any]]:
+    """Per client endpoint: TIME_WAIT peak, Little's law at the end, observed TIME_WAIT length."""
+    out = []
+    if run.metadata["probes"].get("time_wait", {}).get("status") != "ok":
+        return out
+    for netns, raddr, port in time_wait.endpoints(run):
+        ll = time_wait.littles_law(run, netns, raddr, port)
+        if ll.empty or ll["measured"].max() == 0:
+            continue
+        last = ll.iloc[-1]
+        peak_t = ll["measured"].idxmax()
+        out.append(
+            {
+                "netns_label": run.netns_label(netns),
+                "endpoint": f"{raddr}:{port}",
+                "time_wait_peak": int(ll["measured"].max()),
+                "predicted_at_peak": round(float(ll.loc[peak_t, "predicted"])),
+                "time_wait_at_end": int(last["measured"]),
+                "predicted_at_end": round(float(last["predicted"])),
+                "time_wait_length_observed_s": time_wait.observed_time_wait_length(run, netns, raddr, port),
+                "tcp_fin_timeout": run.sysctl(netns, "net.ipv4.tcp_fin_timeout"),
+            }
+        )
+    return out
+
+
+def all_measurements(run: Run) -> dict[str, Any]:
+    m: dict[str, Any] = {}
+    rec = reconciliation(run)
+    if rec:
+        m["retransmit_reconciliation"] = rec
+    tw = time_wait_summary(run)
+    if tw:
+        m["time_wait"] = tw
+    lab = run.lab or {}
+    if lab.get("lab") == "epoll" and len(lab.get("phases") or []) > 1:
+        m["epoll_sweep"] = epoll_sweep(run).to_dict(orient="records")
+    return m

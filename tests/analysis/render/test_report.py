@@ -1,0 +1,80 @@
+"""analysis/render/report.py on a real captured run: the files it writes and report.md's sections."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis.derived.measurements import all_measurements
+from analysis.load import Run
+from analysis.render import report
+from analysis.rules import evaluate_all
+from tests.conftest import fixture_run
+
+STALL = "accept-overflow-stall"
+STALL_PLOTS = [
+    ("Accept queue depth vs limit, port 8080", "accept_queue_8080_4026532177.png"),
+    ("Listen overflow counters in tq-accept-overflow-srv-7724", "listen_overflows_4026532177.png"),
+    ("Retransmits in tq-accept-overflow-cli-7724", "retransmits_4026532246.png"),
+    ("Client connect latency", "connect_latency.png"),
+]
+
+
+@pytest.fixture
+def stall(copy_fixture) -> Path:
+    return copy_fixture(STALL)
+
+
+def test_report_writes_its_outputs(stall: Path) -> None:
+    md, findings = report.write_report(stall)
+    assert md == stall / "report.md"
+    names = sorted(f for _, f in STALL_PLOTS)
+    assert sorted(p.name for p in (stall / "plots").iterdir()) == sorted([*names, ".report-plots.json"])
+    assert json.loads((stall / "plots" / ".report-plots.json").read_text()) == names
+    assert all((stall / "plots" / n).read_bytes().startswith(b"\x89PNG") for n in names)
+    doc = json.loads((stall / "verdicts.json").read_text())
+    assert doc["schema_version"] == report.VERDICTS_SCHEMA_VERSION and doc["run"] == STALL
+    assert [f["kind"] for f in doc["findings"]] == [f.kind for f in findings if f.is_finding]
+    assert [f["kind"] for f in doc["findings"]] == ["accept_queue_overflow", "retransmit_storm"]
+    assert set(doc["measurements"]) == {"retransmit_reconciliation", "time_wait"}
+    assert not list(stall.rglob("*.tmp*"))
+
+
+def test_report_md_sections_in_order(stall: Path) -> None:
+    text = report.write_report(stall)[0].read_text()
+    assert text.startswith(f"# Report: {STALL}\n\n- Captured ")
+    assert re.findall(r"^## (.*)$", text, re.M) == ["Findings", "Ruled out", "Measurements", "Plots"]
+    heads = re.findall(r"^### (.*)$", text, re.M)
+    assert heads[0].startswith("TCP accept queue overflow on 198.18.0.1:8080") and "(stall)" in heads[0]
+    assert heads[1].startswith("TCP retransmit storm") and heads[2:] == ["retransmit reconciliation", "time wait"]
+    assert "1. **symptom** — " in text and "\n| netns_label | endpoint | time_wait_peak |" in text
+    plots_section = text.split("## Plots\n\n", 1)[1]
+    assert plots_section == "".join(f"![{c}](plots/{f})\n\n" for c, f in STALL_PLOTS)
+
+
+def test_a_second_report_replaces_its_own_plots_only(stall: Path) -> None:
+    report.write_report(stall)
+    (stall / "plots" / "mine.png").write_bytes(b"not the report's")
+    before = (stall / "report.md").read_text()
+    report.write_report(stall)
+    assert (stall / "report.md").read_text() == before
+    assert (stall / "plots" / "mine.png").read_bytes() == b"not the report's"
+
+
+def test_markdown_of_an_incomplete_run_says_so() -> None:
+    run = Run.open(fixture_run(STALL))
+    run.validate_all()
+    meta = copy.deepcopy(run.metadata)
+    meta.update(complete=False, stop_reason="killed")
+    meta["probes"]["epoll"]["status"] = "interrupted"
+    run.metadata = meta
+    text = report.markdown(run, evaluate_all(run), [], all_measurements(run))
+    assert (
+        "**This run is incomplete** (killed): the capture was killed (SIGKILL) and reaped afterwards; what it had "
+        "not yet written is missing. Probes that did not finish: epoll (interrupted)." in text
+    )
+    assert "## Plots" not in text
