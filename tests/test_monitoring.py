@@ -1,5 +1,5 @@
 """Alert rules, their promtool unit tests, the Grafana dashboard and the textfile format,
-all checked against the one metric list (monitor/exporter.py METRICS)."""
+all checked against the one metric list (monitor/exporter/metrics.py METRICS)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ import pytest
 import yaml
 
 from monitor import exporter
+from monitor.exporter.cli import parse_args
+from monitor.exporter.metrics import metrics_doc
+from monitor.exporter.rows import ROWS_USED
+from monitor.exporter.run import Exporter
+from monitor.exporter.stream import CsvRows
 from tests.conftest import FIXTURES, ROOT
 
 MON = ROOT / "monitor"
@@ -91,17 +96,18 @@ def test_metric_names_follow_the_conventions() -> None:
         assert m.file in exporter.FILES
 
 
-def _feed(ex: exporter.Exporter, raw: Path, family: str) -> int:
-    """Rows as a live probe gives them, with a write after each interval (as the exporter does)."""
-    p = exporter.ProbeParser((ROOT / "probes" / f"{family}.bt").read_text(), exporter.ROWS_USED)
+def _feed(ex: Exporter, raw: Path, family: str) -> int:
+    """Rows as a live probe gives them (through collector/probe-to-csv --stream, as the
+    exporter reads them), with a write after each interval (as the exporter does)."""
+    cmd = [ROOT / "collector" / "probe-to-csv", "--stream", ROOT / "probes" / f"{family}.bt"]
+    r = subprocess.run([*cmd, "--only", ",".join(ROWS_USED)], input=raw.read_bytes(), capture_output=True, check=True)
     n, last = 0, None
-    for line in raw.read_text(errors="replace").splitlines():
-        for rec, row in p.feed(line):
-            if last is not None and row["time_s"] != last:
-                ex.write(time.monotonic())
-            last = row["time_s"]
-            ex.row(rec, row)
-            n += 1
+    for rec, row in CsvRows().feed(r.stdout):
+        if last is not None and row["time_s"] != last:
+            ex.write(time.monotonic())
+        last = row["time_s"]
+        ex.row(rec, row)
+        n += 1
     return n
 
 
@@ -110,9 +116,7 @@ def test_textfiles_from_real_probe_output_pass_promtool_and_stay_bounded(tmp_pat
     listener) and of the busy labs, through the exporter's rows and writer: each file
     passes `promtool check metrics`, has no timestamps, and with --top 2 no family has
     more than 2 objects plus "other"."""
-    ex = exporter.Exporter(
-        exporter.parse_args(["--prom-dir", str(tmp_path / "prom"), "--state-dir", str(tmp_path / "st"), "--top", "2"])
-    )
+    ex = Exporter(parse_args(["--prom-dir", str(tmp_path / "prom"), "--state-dir", str(tmp_path / "st"), "--top", "2"]))
     ex.out.mkdir(parents=True)
     ex.ns.scan(time.monotonic())
     fed = 0
@@ -149,6 +153,6 @@ def test_textfiles_from_real_probe_output_pass_promtool_and_stay_bounded(tmp_pat
 
 
 def test_metrics_doc_is_current() -> None:
-    assert (MON / "metrics.md").read_text() == exporter.metrics_doc(), (
-        "run: python3 monitor/exporter.py --metrics-doc > monitor/metrics.md"
+    assert (MON / "metrics.md").read_text() == metrics_doc(), (
+        "run: PYTHONPATH=. python3 -m monitor.exporter --metrics-doc > monitor/metrics.md"
     )

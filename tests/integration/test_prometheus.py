@@ -65,7 +65,7 @@ def stack(kernel, tmp_path: Path) -> Iterator[dict]:
         )  # fmt: skip
         (tmp_path / "prometheus.yml").write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            f"rule_files: ['{ROOT / 'monitoring' / 'tq.rules.yml'}']\n"
+            f"rule_files: ['{ROOT / 'monitor' / 'tq.rules.yml'}']\n"
             "scrape_configs:\n"
             f"  - job_name: node\n    static_configs: [{{targets: ['127.0.0.1:{ne_port}']}}]\n"
         )

@@ -1,0 +1,80 @@
+"""Health series: each probe up, its restarts, its programs' recursion misses, and the
+resident memory of the exporter and of each probe process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from .objects import Put
+from .supervise import Probe
+
+
+class Health:
+    def __init__(self, probes: list[Probe]) -> None:
+        self.probes = probes
+        self.last_misses = 0.0
+
+    def series(self, put: Put, now: float) -> None:
+        """Recursion misses are read every 10 s (bpftool); the rest at each write."""
+        if now - self.last_misses >= 10:
+            self.last_misses = now
+            pids = {p.family: p.proc.pid for p in self.probes if p.proc is not None and p.proc.poll() is None}
+            for fam, n in recursion_misses(pids).items():
+                next(p for p in self.probes if p.family == fam).misses_now = n
+        for p in self.probes:
+            put("probe_up", {"probe": p.family, "tier": p.tier}, 1 if p.up() else 0)
+            for reason in ("died", "segment"):
+                put("probe_restarts_total", {"probe": p.family, "reason": reason}, p.restarts.get(reason, 0))
+            put("probe_recursion_misses_total", {"probe": p.family}, p.misses_done + p.misses_now)
+            if p.proc is not None:
+                put("exporter_resident_bytes", {"process": f"probe_{p.family}"}, rss_bytes(p.proc.pid))
+        put("exporter_resident_bytes", {"process": "exporter"}, rss_bytes("self"))
+
+
+def _prog_ids(pid: int) -> list[int]:
+    ids: list[int] = []
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return ids
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
+                continue
+            for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
+                if line.startswith("prog_id:"):
+                    ids.append(int(line.split()[1]))
+        except OSError:
+            continue
+    return ids
+
+
+def recursion_misses(pids: dict[str, int]) -> dict[str, int]:
+    """Per probe: the sum of its programs' recursion misses (bpftool prog show)."""
+    wanted = {i: fam for fam, pid in pids.items() for i in _prog_ids(pid)}
+    if not wanted:
+        return {}
+    r = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=False)
+    out: dict[str, int] = {}
+    try:
+        progs = json.loads(r.stdout or "[]")
+    except json.JSONDecodeError:
+        return {}
+    for p in progs:
+        fam = wanted.get(p.get("id"))
+        if fam:
+            out[fam] = out.get(fam, 0) + int(p.get("recursion_misses", 0))
+    return out
+
+
+def rss_bytes(pid: int | str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

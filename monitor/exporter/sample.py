@@ -1,0 +1,166 @@
+"""Namespaces: which exist (a process in each), their names and port ranges, their kernel
+counters (read by collector/sample-netns, the one sampler of them, as capture reads
+them) and their socket tables (ephemeral ports held per destination)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import ipaddress
+import os
+import subprocess
+from pathlib import Path
+
+from .metrics import NETNS_COUNTERS
+from .objects import Family, Put
+
+
+def _netns_inode(pid: str | int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _one_pid_each() -> dict[int, int]:
+    pids: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            ino = _netns_inode(d)
+            if ino is not None and ino not in pids:
+                pids[ino] = int(d)
+    return pids
+
+
+def _ip_netns_names(host: int) -> dict[int, str]:
+    names: dict[int, str] = {host: "host"}
+    with contextlib.suppress(OSError):
+        for n in os.listdir("/run/netns"):
+            with contextlib.suppress(OSError):
+                names[os.stat(f"/run/netns/{n}").st_ino] = n
+    return names
+
+
+class Namespaces:
+    """Every network namespace with a process in it: one pid each, to read its /proc/<pid>/net."""
+
+    def __init__(self, sampler: Path) -> None:
+        self.sampler = sampler  # collector/sample-netns
+        self.pid: dict[int, int] = {}
+        self.names: dict[int, str] = {}
+        self.port_range: dict[int, tuple[int, int]] = {}
+        self.scanned = 0.0
+        self.host = _netns_inode("self") or 0  # the namespace the exporter runs in (pid 1 may be out of reach)
+
+    def scan(self, now: float, every: float = 30.0) -> None:
+        if now - self.scanned < every and all(os.path.exists(f"/proc/{p}") for p in self.pid.values()):
+            return
+        self.scanned = now
+        self.pid = _one_pid_each()
+        self.names = _ip_netns_names(self.host)
+        for ino in list(self.port_range):
+            if ino not in self.pid:
+                del self.port_range[ino]
+
+    def counters(self, inos: list[int]) -> dict[int, dict[str, int]]:
+        """Per namespace: the kernel counters NETNS_COUNTERS names, by metric, from one run of
+        collector/sample-netns --counters-of PID... (counters.csv rows)."""
+        pids = [str(self.pid[i]) for i in inos if i in self.pid]
+        if not pids:
+            return {}
+        r = subprocess.run([str(self.sampler), "--counters-of", *pids], capture_output=True, text=True, check=False)
+        out: dict[int, dict[str, int]] = {}
+        for row in csv.DictReader(io.StringIO(r.stdout)):
+            metric = NETNS_COUNTERS.get((row["group"], row["counter"]))
+            if metric and row["netns"].isdigit() and row["value"].isdigit():
+                out.setdefault(int(row["netns"]), {})[metric] = int(row["value"])
+        return out
+
+    def ports(self, ino: int) -> tuple[int, int] | None:
+        """net.ipv4.ip_local_port_range of the namespace (read once: nsenter)."""
+        if ino not in self.port_range and ino in self.pid:
+            r = subprocess.run(
+                ["nsenter", f"--net=/proc/{self.pid[ino]}/ns/net", "cat", "/proc/sys/net/ipv4/ip_local_port_range"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            lo_hi = r.stdout.split()
+            if r.returncode == 0 and len(lo_hi) == 2:
+                self.port_range[ino] = (int(lo_hi[0]), int(lo_hi[1]))
+        return self.port_range.get(ino)
+
+
+def socket_table(pid: int, rng: tuple[int, int]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(raddr, rport) -> (ports in use, TIME_WAIT) for sockets on ephemeral local ports, from
+    /proc/<pid>/net/tcp{,6} (the namespace of pid)."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for f in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{f}") as fh:
+                next(fh, None)
+                for line in fh:
+                    p = line.split(None, 4)
+                    if len(p) < 4 or p[3] == "0A":  # LISTEN
+                        continue
+                    lport = int(p[1].rsplit(":", 1)[1], 16)
+                    if not rng[0] <= lport <= rng[1]:
+                        continue
+                    raddr, rport = p[2].rsplit(":", 1)
+                    c = out.setdefault((_hexaddr(raddr), str(int(rport, 16))), [0, 0])
+                    c[0] += 1
+                    c[1] += p[3] == "06"
+        except OSError:
+            continue
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _hexaddr(h: str) -> str:
+    b = bytes.fromhex(h)
+    if len(b) == 4:
+        return ".".join(str(x) for x in b[::-1])
+    words = [b[i : i + 4][::-1] for i in range(0, 16, 4)]
+    raw = b"".join(words)
+    if raw[:12] == b"\0" * 10 + b"\xff\xff":
+        return ".".join(str(x) for x in raw[12:])
+    return str(ipaddress.IPv6Address(raw))
+
+
+def watch(ns: Namespaces, of_objects: list[int], seen: list[int], top: int) -> list[int]:
+    """At most --top namespaces: the exporter's own, those of exported objects (an alert
+    joins a listener to its namespace's counters), then those with ip-netns names, then
+    the others the probes saw within --ttl."""
+    out: list[int] = []
+    for i in [ns.host, *of_objects, *ns.names, *seen]:
+        if i not in out and i in ns.pid:
+            out.append(i)
+    return out[:top]
+
+
+def netns_series(ns: Namespaces, inos: list[int], put: Put) -> None:
+    counters = ns.counters(inos)
+    for ino in inos:
+        lab = {"netns": str(ino)}
+        for k, v in counters.get(ino, {}).items():
+            put(k, lab, v)
+        rng = ns.ports(ino)
+        if rng:
+            put("netns_ephemeral_ports", lab, rng[1] - rng[0] + 1)
+        put("netns_info", {"netns": str(ino), "name": ns.names.get(ino, "")}, 1)
+
+
+def scan_sockets(fam: Family, ns: Namespaces, inos: list[int], min_ports: int, now: float) -> None:
+    """The socket tables -> each destination's ports in use and TIME_WAIT sockets (gauges)."""
+    for o in fam.objs.values():
+        o.gauges.pop("destination_time_wait_sockets", None)
+        o.gauges.pop("destination_ports_in_use", None)
+    for ino in inos:
+        pid, rng = ns.pid.get(ino), ns.ports(ino)
+        socks = socket_table(pid, rng) if pid is not None and rng is not None else {}
+        # Only destinations with enough ports held to matter get a series from the scan alone.
+        for (raddr, rport), (used, tw) in sorted(socks.items(), key=lambda kv: -kv[1][0])[: fam.top_n]:
+            key = (str(ino), raddr, rport)
+            if key in fam.objs or used >= min_ports:
+                fam.set_gauges(key, now, {"destination_ports_in_use": used, "destination_time_wait_sockets": tw})
+                fam.objs[key].score += used / 1000
