@@ -53,7 +53,7 @@ test: setup ## run the whole test suite (unit + integration with real bpftrace; 
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 	@scripts/lab $(LAB) $(VARIANT) $(if $(OUT),--out $(OUT))
 
-capture: setup ## capture: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
+capture: setup ## capture, then its report: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
 	@collector/capture --duration $(DURATION) --interval $(INTERVAL) \
 		$(foreach n,$(NETNS),--netns $(n)) $(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
 
@@ -100,9 +100,9 @@ matrix: setup ## VM test matrix: Debian 12 (6.1, bpftrace 0.17), Debian 13 (6.12
 
 lint: setup ## shellcheck + ruff (the same files as tests/test_lint.py)
 	@shellcheck $$(grep -lsE "^#!.*bash" collector/* scripts/* dev/* dev/vm/*) collector/lib.sh labs/*/lab.sh .ci/run
-	@.venv/bin/ruff check analysis monitor tests dev scripts/sysctl-profile
+	@.venv/bin/ruff check analysis monitor tests dev labs scripts/sysctl-profile
 
-schema-doc: setup ## regenerate docs/data-contract.md from analysis/contract/schemas.py
+schema-doc: setup ## regenerate docs/data-contract.md from analysis/contract/
 	@$(PY) -m analysis schema-doc > docs/data-contract.md
 
 clean: ## remove build outputs and the virtualenv (runs/ is kept)

@@ -92,10 +92,42 @@ marked_pids() {
 		done
 }
 
+# Remove one thing a dead run's manifest lists (KIND VALUE) and add what was
+# removed to the caller's `what` list (reap_dead_runs).
+reap_item() {
+	local kind=$1 val=$2 fam tbl key value
+	case $kind in
+	netns)
+		[[ -e /run/netns/$val ]] || return 0
+		ip netns pids "$val" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+		ip netns del "$val" 2>/dev/null && what+=("netns $val") ;;
+	link) ip link del "$val" 2>/dev/null && what+=("link $val") ;;
+	nft)
+		# "<family> <table>", in the host namespace.
+		read -r fam tbl <<<"$val"
+		nft delete table "$fam" "$tbl" 2>/dev/null && what+=("nft table $val") ;;
+	tmp) [[ -e $val ]] && rm -rf "$val" && what+=("temporary $val") ;;
+	run)
+		if [[ -f $val/.capture-state ]]; then
+			"$PACK_ROOT/collector/capture" --finalize "$val" >/dev/null 2>&1 &&
+				what+=("run directory $val marked incomplete")
+		fi ;;
+	sysctl)
+		# A backup written by scripts/sysctl-profile apply --backup.
+		[[ -f $val ]] && "$PACK_ROOT/scripts/sysctl-profile" rollback "$val" >/dev/null 2>&1 &&
+			what+=("sysctls restored from $val") ;;
+	host-sysctl)
+		# "<key> <value>": a host sysctl a driver changed (bench: bpf_stats).
+		read -r key value <<<"$val"
+		sysctl -qw "$key=$value" 2>/dev/null && what+=("$key restored to $value") ;;
+	esac
+	return 0
+}
+
 # Remove what dead runs left; say what. A living driver whose parent driver
 # died (killed alone) is asked to stop, and cleans up after itself.
 reap_dead_runs() {
-	local d owner parent kind val what pids n fam tbl key value list
+	local d owner parent kind val what pids n list
 	[[ -d $TQ_STATE_DIR ]] || return 0
 	for d in "$TQ_STATE_DIR"/*/; do
 		[[ -d $d ]] || continue
@@ -122,31 +154,7 @@ reap_dead_runs() {
 		fi
 		if [[ -f $d/manifest ]]; then
 			while IFS=$'\t' read -r kind val; do
-				case $kind in
-				netns)
-					[[ -e /run/netns/$val ]] || continue
-					ip netns pids "$val" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-					ip netns del "$val" 2>/dev/null && what+=("netns $val") ;;
-				link) ip link del "$val" 2>/dev/null && what+=("link $val") ;;
-				nft)
-					# "<family> <table>", in the host namespace.
-					read -r fam tbl <<<"$val"
-					nft delete table "$fam" "$tbl" 2>/dev/null && what+=("nft table $val") ;;
-				tmp) [[ -e $val ]] && rm -rf "$val" && what+=("temporary $val") ;;
-				run)
-					if [[ -f $val/.capture-state ]]; then
-						"$PACK_ROOT/collector/capture" --finalize "$val" >/dev/null 2>&1 &&
-							what+=("run directory $val marked incomplete")
-					fi ;;
-				sysctl)
-					# A backup written by scripts/sysctl-profile apply --backup.
-					[[ -f $val ]] && "$PACK_ROOT/scripts/sysctl-profile" rollback "$val" >/dev/null 2>&1 &&
-						what+=("sysctls restored from $val") ;;
-				host-sysctl)
-					# "<key> <value>": a host sysctl a driver changed (bench: bpf_stats).
-					read -r key value <<<"$val"
-					sysctl -qw "$key=$value" 2>/dev/null && what+=("$key restored to $value") ;;
-				esac
+				reap_item "$kind" "$val"
 			done <"$d/manifest"
 		fi
 		if ((${#what[@]})); then
@@ -246,6 +254,35 @@ in_netns() {
 nap() {
 	sleep "$1" &
 	wait $! || true
+}
+
+# --- What collector/doctor picked, and what the kernel skipped ---------------
+# The probe file to run for a family: collector/doctor's answer ("families" in
+# its JSON: the family's own probe where it runs, else its best fallback tier
+# <family>.<tier>.bt), as an absolute path; nothing when no tier can run here
+# or the doctor file is missing.  pick_probe DOCTOR_JSON FAMILY
+pick_probe() {
+	local doctor_json=$1 family=$2 f
+	[[ -f $doctor_json ]] || return 0
+	f=$(tr -d '\n' <"$doctor_json" | grep -o "\"families\": {.*" | grep -o "\"$family\": {\"file\": \"[^\"]*\"" | sed 's/.*"file": "//; s/"$//')
+	if [[ -n $f && -f $PACK_ROOT/$f ]]; then echo "$PACK_ROOT/$f"; fi
+}
+
+# Events the kernel skipped for a running bpftrace: a tracepoint program does
+# not run while another BPF program runs on the same CPU (softirq over a
+# syscall probe, say), and the kernel counts each skip as a recursion miss of
+# the program. Summed over the process's own program fds (read them before it
+# exits); needs bpftool.  probe_recursion_misses PID
+probe_recursion_misses() {
+	local pid=$1 fd id total=0 n
+	for fd in /proc/"$pid"/fd/*; do
+		[[ $(readlink "$fd" 2>/dev/null) == anon_inode:bpf-prog ]] || continue
+		id=$(awk '/^prog_id:/ {print $2}' "/proc/$pid/fdinfo/${fd##*/}" 2>/dev/null)
+		[[ -n $id ]] || continue
+		n=$(bpftool prog show id "$id" -j 2>/dev/null | grep -o '"recursion_misses":[0-9]*' | cut -d: -f2)
+		total=$((total + ${n:-0}))
+	done
+	echo "$total"
 }
 
 venv_python() { printf '%s/.venv/bin/python' "$PACK_ROOT"; }

@@ -221,9 +221,8 @@ start_client() {
 	CLIENT_PIDS+=("$pid") CLIENT_NAMES+=("$name")
 }
 
-lab_run() {
-	local run=$1 work=$2 i pid name failed=() tasks_pid flows_pid
-	mkdir -p "$run/lab"
+# Every server of the lab, up and ready.
+start_servers() {
 	start_aq heavy "$HEAVY_PORT" 4096
 	start_aq small "$SMALL_PORT" "$BACKLOG" -accept-delay 2ms
 	start_aq idle "$IDLE_PORT" 128
@@ -234,18 +233,11 @@ lab_run() {
 	start_loopserver
 	printf 'function delay()\n\treturn %d\nend\n' "$LOOP_THINK_MS" >"$work/pace.lua"
 	log "servers up: aqserver :$HEAVY_PORT :$SMALL_PORT :$IDLE_PORT :$EXHAUST_PORT :$LIGHT_PORT, iperf3 :$CLEAN_PORT :$LOSSY_PORT, loopserver pid $LOOP_PID threads ${LOOP_TIDS[*]}"
-	# One probe interval with every server idle, as a baseline.
-	nap 1
+}
 
-	sample_tasks "$run/lab/task-stat.csv" &
-	tasks_pid=$!
-	cleanup_push "kill_tree $tasks_pid KILL"
-	sample_flows "$run/lab/ss-flows.txt" &
-	flows_pid=$!
-	cleanup_push "kill_tree $flows_pid KILL"
-
+# Every client at once, in the background (start_client); their logs in $run/lab/.
+start_clients() {
 	local connload=$PACK_ROOT/build/bin/connload target=$SRV_IP secs=${LOAD_SECONDS}s
-	LOAD_START=${EPOCHREALTIME/,/.}
 	# The listeners' clients read to EOF: the server closes first and keeps the
 	# TIME_WAIT (else a quarter of 2400 closes race and land on the client, and
 	# :$HEAVY_PORT would run out of the client's 500 ports too).
@@ -261,6 +253,24 @@ lab_run() {
 	start_client lossy iperf3 -c "$target" -p "$LOSSY_PORT" --cport "$LOSSY_CPORT" -t "$LOAD_SECONDS" -b "$LOSSY_RATE" -J
 	start_client loop0 wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$target:$LOOP_PORT/"
 	start_client loop1 wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + 1))/"
+}
+
+lab_run() {
+	local run=$1 work=$2 i name failed=() tasks_pid flows_pid
+	mkdir -p "$run/lab"
+	start_servers
+	# One probe interval with every server idle, as a baseline.
+	nap 1
+
+	sample_tasks "$run/lab/task-stat.csv" &
+	tasks_pid=$!
+	cleanup_push "kill_tree $tasks_pid KILL"
+	sample_flows "$run/lab/ss-flows.txt" &
+	flows_pid=$!
+	cleanup_push "kill_tree $flows_pid KILL"
+
+	LOAD_START=${EPOCHREALTIME/,/.}
+	start_clients
 	for i in "${!CLIENT_PIDS[@]}"; do
 		wait "${CLIENT_PIDS[i]}" || failed+=("${CLIENT_NAMES[i]}")
 	done
@@ -288,142 +298,23 @@ lab_run() {
 	done
 }
 
+# lab.json: every object with its parameters and the numbers the lab's own files
+# give (labs/busy-host/lab_json.py; null for those not written yet).
 lab_json() {
-	local static
-	static=$(
-		printf '{"lab": "busy-host", "variant": %s, "summary": %s, "fault": %s,\n' \
-			"$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")" "$(if [[ -n $FAULT ]]; then json_str "$FAULT"; else echo null; fi)"
-		printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s},\n' \
-			"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")"
-		printf ' "client": {"netns": %s, "netns_inode": %s, "addr": %s, "port_range": %s, "tcp_tw_reuse": %d},\n' \
-			"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$(json_str "$CLI_IP")" "$(json_str "$PORT_RANGE")" \
-			"$(ip netns exec "$CLI_NS" cat /proc/sys/net/ipv4/tcp_tw_reuse)"
-		printf ' "load_seconds": %s, "load_window": {"start_s": %s, "end_s": %s},\n' \
-			"$LOAD_SECONDS" "${LOAD_START:-null}" "${LOAD_END:-null}"
-		# Every server process the lab started (iperf3 and aqserver by name, loops).
-		local name sep=""
-		printf ' "server_pids": {'
-		for name in "${!SERVER_PIDS[@]}"; do
-			printf '%s%s: %d' "$sep" "$(json_str "$name")" "${SERVER_PIDS[$name]}"
-			sep=", "
-		done
-		printf '},\n'
-		printf ' "listeners": ['
-		printf '{"name": "small", "port": %d, "backlog": %d, "accept_delay": "2ms", "burst": %d, "burst_every_s": 1, "load": %s, "faulty": %s}, ' \
-			"$SMALL_PORT" "$BACKLOG" "$BURST" "$(json_str "bursts of $BURST every 1s")" "$([[ $FAULT == listener ]] && echo true || echo false)"
-		printf '{"name": "heavy", "port": %d, "backlog": 4096, "load": %s, "faulty": false}, ' \
-			"$HEAVY_PORT" "$(json_str "$HEAVY_RATE conn/s")"
-		printf '{"name": "idle", "port": %d, "backlog": 128, "load": "none", "faulty": false}, ' "$IDLE_PORT"
-		printf '{"name": "exhaust", "port": %d, "backlog": 4096, "load": %s, "faulty": false}, ' \
-			"$EXHAUST_PORT" "$(json_str "$EXHAUST_RATE conn/s, client closes first")"
-		printf '{"name": "light", "port": %d, "backlog": 4096, "load": %s, "faulty": false}],\n' \
-			"$LIGHT_PORT" "$(json_str "$LIGHT_RATE conn/s, client closes first")"
-		printf ' "flows": ['
-		printf '{"name": "lossy", "laddr": %s, "lport": %d, "raddr": %s, "rport": %d, "rate": %s, "loss_pct": %d, "faulty": %s}, ' \
-			"$(json_str "$CLI_IP")" "$LOSSY_CPORT" "$(json_str "$SRV_IP")" "$LOSSY_PORT" "$(json_str "$LOSSY_RATE")" "$LOSS_PCT" \
-			"$([[ $FAULT == flow ]] && echo true || echo false)"
-		printf '{"name": "clean", "laddr": %s, "lport": %d, "raddr": %s, "rport": %d, "rate": %s, "loss_pct": 0, "faulty": false}],\n' \
-			"$(json_str "$CLI_IP")" "$CLEAN_CPORT" "$(json_str "$SRV_IP")" "$CLEAN_PORT" "$(json_str "$CLEAN_RATE")"
-		printf ' "endpoints": ['
-		printf '{"name": "exhaust", "raddr": %s, "rport": %d, "rate_per_s": %s, "faulty": %s}, ' \
-			"$(json_str "$SRV_IP")" "$EXHAUST_PORT" "$EXHAUST_RATE" "$([[ $FAULT == ports ]] && echo true || echo false)"
-		printf '{"name": "light", "raddr": %s, "rport": %d, "rate_per_s": %s, "faulty": false}],\n' \
-			"$(json_str "$SRV_IP")" "$LIGHT_PORT" "$LIGHT_RATE"
-		printf ' "loops": {"comm": "loopserver", "pid": %s, "port": %d, "think_ms": %d, "clk_tck": %d, "threads": [' \
-			"${LOOP_PID:-null}" "$LOOP_PORT" "$LOOP_THINK_MS" "$(getconf CLK_TCK)"
-		local i conns lwork
-		for ((i = 0; i < LOOPS; i++)); do
-			conns=0 lwork=$LOOP_WORK
-			((i == 0)) && conns=8 lwork=$HOT_WORK
-			((i == 1)) && conns=2
-			((i == 0)) || printf ', '
-			printf '{"index": %d, "comm": "loop%d", "port": %d, "work": %s, "wrk_connections": %d, "faulty": %s}' \
-				"$i" "$i" "$((LOOP_PORT + i))" "$(json_str "$lwork")" "$conns" \
-				"$([[ $FAULT == loop && $i == 0 ]] && echo true || echo false)"
-		done
-		printf ']},\n "command": %s}\n' "$(json_str "make lab LAB=busy-host VARIANT=$variant")"
-	)
-	# The measured side: what each client, ss, /proc and the servers saw.
-	"$(venv_python)" - "$static" "$work" "$run/lab" <<'PY'
-import csv, json, re, sys
-from pathlib import Path
-
-lab, work, files = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-
-
-def load(p):
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-for ls in lab["listeners"]:
-    ls["pid"] = lab["server_pids"].get(ls["name"])
-    ls["stats"] = load(work / f"{ls['name']}.json")
-
-# Per flow: iperf3's own count (tcp_info total_retrans of the data stream at its
-# end) and the last ss -ti sample of the same socket.
-ss = {}
-try:
-    lines = (files / "ss-flows.txt").read_text().splitlines()
-except OSError:
-    lines = []
-t = key = None
-for line in lines:
-    if line.startswith("=== "):
-        t, key = float(line[4:]), None
-    elif line and not line[0].isspace():
-        # "Recv-Q Send-Q local:port peer:port" (no state column under a state filter)
-        key = int(line.split()[2].rsplit(":", 1)[1])
-    elif key is not None:
-        info = {"time_s": t}
-        r = re.search(r"\bretrans:(\d+)/(\d+)", line)
-        info["retrans_total"] = int(r.group(2)) if r else 0
-        for name in ("data_segs_out", "segs_out"):
-            r = re.search(rf"\b{name}:(\d+)", line)
-            info[name] = int(r.group(1)) if r else None
-        ss[key] = info
-for fl in lab["flows"]:
-    j = load(files / f"iperf3-{fl['name']}.json")
-    fl["iperf3"] = None
-    if j and "end" in j:
-        streams = j["end"].get("streams") or []
-        snd = streams[0]["sender"] if streams else j["end"]["sum_sent"]
-        fl["iperf3"] = {"retransmits": snd.get("retransmits"), "bytes_sent": snd.get("bytes"),
-                        "bits_per_second": round(snd.get("bits_per_second") or 0)}
-    fl["ss_last"] = ss.get(fl["lport"])
-    fl["server_pid"] = lab["server_pids"].get(fl["name"])
-
-# Per endpoint: the client's own connects, and how many failed with EADDRNOTAVAIL.
-for ep in lab["endpoints"]:
-    ep["client"] = None
-    p = files / f"connects-{ep['name']}.csv"
-    if p.exists():
-        rows = list(csv.DictReader(p.open()))
-        ep["client"] = {"attempts": len(rows), "ok": sum(r["result"] == "ok" for r in rows),
-                        "eaddrnotavail": sum(r["errno"] == "EADDRNOTAVAIL" for r in rows)}
-
-# Per loop thread: CPU time over the load window from /proc/<pid>/task/<tid>/stat,
-# and the loop's own account (requests, time inside epoll_wait).
-own = {x["index"]: x for x in (load(work / "loops.json") or {}).get("loops", [])}
-samples = {}
-p = files / "task-stat.csv"
-if p.exists():
-    for r in csv.DictReader(p.open()):
-        samples.setdefault(r["comm"], []).append((float(r["time_s"]), int(r["tid"]), int(r["utime_ticks"]) + int(r["stime_ticks"])))
-hz = lab["loops"]["clk_tck"]
-for th in lab["loops"]["threads"]:
-    o = own.get(th["index"]) or {}
-    th["tid"] = o.get("tid")
-    th["own"] = {k: o.get(k) for k in ("requests", "accepted", "wait_calls", "wait_ns", "cpu_ns")} if o else None
-    s = samples.get(th["comm"]) or []
-    th["cpu"] = None
-    if len(s) >= 2:
-        (t0, tid, c0), (t1, _, c1) = s[0], s[-1]
-        th["tid"] = th["tid"] or tid
-        th["cpu"] = {"start_s": t0, "end_s": t1, "cpu_s": round((c1 - c0) / hz, 2),
-                     "cpu_share": round((c1 - c0) / hz / (t1 - t0), 3) if t1 > t0 else None}
-print(json.dumps(lab))
-PY
+	local name pids=()
+	# Every server process the lab started (iperf3 and aqserver by name, loops).
+	for name in "${!SERVER_PIDS[@]}"; do pids+=("pid:$name=${SERVER_PIDS[$name]}"); done
+	"$(venv_python)" "$PACK_ROOT/labs/busy-host/lab_json.py" "$work" "$run/lab" \
+		variant="$variant" summary="$LAB_SUMMARY" fault="$FAULT" \
+		srv_ns="$SRV_NS" srv_inode="$(netns_inode "$SRV_NS")" srv_ip="$SRV_IP" \
+		cli_ns="$CLI_NS" cli_inode="$(netns_inode "$CLI_NS")" cli_ip="$CLI_IP" port_range="$PORT_RANGE" \
+		tcp_tw_reuse="$(ip netns exec "$CLI_NS" cat /proc/sys/net/ipv4/tcp_tw_reuse)" \
+		load_seconds="$LOAD_SECONDS" load_start="$LOAD_START" load_end="$LOAD_END" \
+		heavy_port="$HEAVY_PORT" small_port="$SMALL_PORT" idle_port="$IDLE_PORT" exhaust_port="$EXHAUST_PORT" \
+		light_port="$LIGHT_PORT" clean_port="$CLEAN_PORT" lossy_port="$LOSSY_PORT" \
+		clean_cport="$CLEAN_CPORT" lossy_cport="$LOSSY_CPORT" \
+		backlog="$BACKLOG" burst="$BURST" heavy_rate="$HEAVY_RATE" exhaust_rate="$EXHAUST_RATE" \
+		light_rate="$LIGHT_RATE" clean_rate="$CLEAN_RATE" lossy_rate="$LOSSY_RATE" loss_pct="$LOSS_PCT" \
+		loop_pid="$LOOP_PID" loop_port="$LOOP_PORT" loops="$LOOPS" loop_think_ms="$LOOP_THINK_MS" \
+		loop_work="$LOOP_WORK" hot_work="$HOT_WORK" clk_tck="$(getconf CLK_TCK)" "${pids[@]}"
 }

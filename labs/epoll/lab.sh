@@ -104,8 +104,28 @@ run_wrk() {
 	awk '/Requests\/sec/ {print $2}' "$out"
 }
 
+# The sweep variant: one wrk phase per count of idle connections held open.
+run_sweep_phases() {
+	local n i hold_pid t0 rps
+	for n in $IDLE_LIST; do
+		rm -f "$work/hold.ready"
+		ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connhold" -target "$SRV_IP:$LAB_PORT" -conns "$n" \
+			-hold 300s -rate 5000 -ready-file "$work/hold.ready" 2>"$work/hold.err" &
+		hold_pid=$!
+		for i in $(seq 300); do [[ -e $work/hold.ready ]] && break; nap 0.1; done
+		[[ -e $work/hold.ready ]] || { cat "$work/hold.err" >&2; die "connhold did not get $n connections up"; }
+		nap 1	# let the server register them all
+		t0=${EPOCHREALTIME/,/.}
+		rps=$(run_wrk "$work/wrk-$n.txt")
+		PHASES+=("$n $t0 ${EPOCHREALTIME/,/.} $rps")
+		log "  $n idle connections: wrk $rps req/s"
+		stop_process "$hold_pid" TERM 10
+		nap 1
+	done
+}
+
 lab_run() {
-	local run=$1 work=$2 pid i n hold_pid t0 rps
+	local run=$1 work=$2 pid i t0 rps
 	if [[ $variant == nginx ]]; then
 		start_nginx "$work"
 		nap 1
@@ -137,23 +157,7 @@ lab_run() {
 		rps=$(run_wrk "$work/wrk.txt")
 		PHASES+=("0 $t0 ${EPOCHREALTIME/,/.} $rps")
 		;;
-	sweep)
-		for n in $IDLE_LIST; do
-			rm -f "$work/hold.ready"
-			ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connhold" -target "$SRV_IP:$LAB_PORT" -conns "$n" \
-				-hold 300s -rate 5000 -ready-file "$work/hold.ready" 2>"$work/hold.err" &
-			hold_pid=$!
-			for i in $(seq 300); do [[ -e $work/hold.ready ]] && break; nap 0.1; done
-			[[ -e $work/hold.ready ]] || { cat "$work/hold.err" >&2; die "connhold did not get $n connections up"; }
-			nap 1	# let the server register them all
-			t0=${EPOCHREALTIME/,/.}
-			rps=$(run_wrk "$work/wrk-$n.txt")
-			PHASES+=("$n $t0 ${EPOCHREALTIME/,/.} $rps")
-			log "  $n idle connections: wrk $rps req/s"
-			stop_process "$hold_pid" TERM 10
-			nap 1
-		done
-		;;
+	sweep) run_sweep_phases ;;
 	esac
 	nap "$((interval + 1))"
 	stop_process "$pid" TERM 5

@@ -167,6 +167,7 @@ def run_trial(
 
 
 LAB = ["make", "-s", "lab", "LAB=accept-overflow", "VARIANT=healthy"]
+# make capture ends with the report: a signal after ~22 s lands in it (the run is finished by then).
 CAPTURE = ["make", "-s", "capture", "DURATION=20", "OUT=/tmp/tq-interrupt-capture"]
 
 

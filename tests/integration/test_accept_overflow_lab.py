@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.load.run import Run
+from analysis.derived import counters
+from analysis.load import Run
 from tests.conftest import ROOT, leftovers, sigint_default
 
 pytestmark = pytest.mark.integration
@@ -38,13 +39,13 @@ def lab_listener_rows(run: Run):
 
 
 def overflows(run: Run) -> int:
-    return run.counter_deltas(run.lab["server"]["netns_inode"], ["ListenOverflows"])["ListenOverflows"].sum()
+    return counters.per_sample(run, run.lab["server"]["netns_inode"], ["ListenOverflows"])["ListenOverflows"].sum()
 
 
 def reconcile(run: Run) -> None:
     """Probe counts against the kernel's and the server's own counts."""
     rows = lab_listener_rows(run)
-    passive = run.counter_deltas(run.lab["server"]["netns_inode"], ["PassiveOpens"])["PassiveOpens"].sum()
+    passive = counters.per_sample(run, run.lab["server"]["netns_inode"], ["PassiveOpens"])["PassiveOpens"].sum()
     enqueued = int(rows["enqueues"].sum())
     # Increments on a plain map can collide when two CPUs queue at once (probe
     # header), and the kernel skips the probe while another BPF program runs on

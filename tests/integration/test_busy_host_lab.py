@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.load.run import Run
+from analysis.derived import counters
+from analysis.load import Run
 from tests.conftest import ROOT
 from tests.integration.test_family_labs import run_lab
 
@@ -318,7 +319,7 @@ def test_listeners_depth_and_accepts_vs_the_kernel_and_servers(kernel, busy_host
     namespace (only the small listener can overflow), and its accepts vs the server's count."""
     run = busy_host(variant)
     aq = run.table("aq_listener")
-    overflows = int(run.counter_deltas(srv_ns(run), ["ListenOverflows"])["ListenOverflows"].sum())
+    overflows = int(counters.per_sample(run, srv_ns(run), ["ListenOverflows"])["ListenOverflows"].sum())
     misses = run.metadata["probes"]["accept_queue"]["recursion_misses"]
     for ls in run.lab["listeners"]:
         rows = aq[(aq["netns"] == srv_ns(run)) & (aq["laddr"] == SRV) & (aq["lport"] == ls["port"])]

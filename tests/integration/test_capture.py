@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.load.run import Run
+from analysis.derived import counters
+from analysis.load import Run
 from tests.conftest import ROOT, leftovers, sigint_default
 
 pytestmark = pytest.mark.integration
@@ -56,7 +58,8 @@ def test_doctor_finds_what_attaches(kernel, tmp_path: Path) -> None:
 
 def test_capture_of_a_real_overflow_matches_the_contract(kernel, tmp_path: Path) -> None:
     run_dir = tmp_path / "host"
-    p = subprocess.Popen([CAPTURE, "-d", "5", "-q", "-o", str(run_dir)], stdout=subprocess.PIPE, text=True)
+    cmd = [CAPTURE, "-d", "5", "-q", "--no-report", "-o", str(run_dir)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     wait_ready(run_dir)
     srv, conns, port = overflow_a_listener(backlog=4, clients=20)
     try:
@@ -79,7 +82,7 @@ def test_capture_of_a_real_overflow_matches_the_contract(kernel, tmp_path: Path)
     assert int(rows["limit"].max()) == 4 and int(rows["depth_max"].max()) == 5
     assert int(rows["full_events"].sum()) >= 1 and int(rows["depth_now"].iloc[-1]) == 5
     ns = run.metadata["netns"][0]["inode"]
-    assert run.counter_deltas(ns, ["ListenOverflows"])["ListenOverflows"].sum() > 0
+    assert counters.per_sample(run, ns, ["ListenOverflows"])["ListenOverflows"].sum() > 0
     assert run.metadata["complete"] is True and run.metadata["probes"]["accept_queue"]["status"] == "ok"
     assert not leftovers("tq-")
 
@@ -89,7 +92,7 @@ def test_ctrl_c_stops_cleanly(kernel, tmp_path: Path, duration: str, complete: b
     """Ctrl-C before a set duration: incomplete. With no duration, Ctrl-C is the normal end."""
     run_dir = tmp_path / f"d{duration}"
     p = subprocess.Popen(
-        [CAPTURE, "-d", duration, "-q", "-o", str(run_dir)],
+        [CAPTURE, "-d", duration, "-q", "--no-report", "-o", str(run_dir)],
         stdout=subprocess.PIPE,
         text=True,
         preexec_fn=sigint_default,
@@ -113,3 +116,54 @@ def test_bad_arguments_get_clear_errors(tmp_path: Path) -> None:
     ):
         r = subprocess.run([CAPTURE, "-o", str(tmp_path / "x"), *args], capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
+
+
+def test_capture_ends_with_the_report(kernel, tmp_path: Path) -> None:
+    """`make capture` ends with the report: findings and its path on stderr, the run
+    directory alone on stdout (what drivers read), report.md in the run."""
+    run_dir = tmp_path / "reported"
+    r = subprocess.run([CAPTURE, "-d", "3", "-q", "-o", str(run_dir)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(run_dir), r.stdout
+    assert (run_dir / "report.md").is_file() and (run_dir / "verdicts.json").is_file()
+    assert f"report: {run_dir / 'report.md'}" in r.stderr.splitlines(), r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert json.loads((run_dir / "metadata.json").read_text())["complete"] is True
+    assert not leftovers("tq-")
+
+
+def _collector_alone(pack: Path, analysis: str | None) -> Path:
+    """A copy of what the fleet playbook ships (collector/ and probes/), with an
+    analysis beside it only when given (the text of its __init__.py)."""
+    for d in ("collector", "probes"):
+        shutil.copytree(ROOT / d, pack / d, ignore=shutil.ignore_patterns("__pycache__"))
+    if analysis is not None:
+        (pack / "analysis").mkdir()
+        (pack / "analysis" / "__init__.py").write_text(analysis)
+        (pack / ".venv" / "bin").mkdir(parents=True)
+        (pack / ".venv" / "bin" / "python").symlink_to(ROOT / ".venv" / "bin" / "python")
+    return pack / "collector" / "capture"
+
+
+def test_collector_alone_prints_the_report_command(kernel, tmp_path: Path) -> None:
+    capture = _collector_alone(tmp_path / "pack", analysis=None)
+    run_dir = tmp_path / "alone"
+    r = subprocess.run([str(capture), "-d", "2", "-q", "-o", str(run_dir)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(run_dir), r.stdout
+    assert f"make report RUN={run_dir}" in r.stderr, r.stderr
+    assert not (run_dir / "report.md").exists()
+    assert json.loads((run_dir / "metadata.json").read_text())["complete"] is True
+
+
+def test_a_failed_report_keeps_the_run_and_says_so(kernel, tmp_path: Path) -> None:
+    capture = _collector_alone(tmp_path / "pack", analysis="raise SystemExit('analysis broken on purpose')\n")
+    run_dir = tmp_path / "failed-report"
+    r = subprocess.run([str(capture), "-d", "2", "-q", "-o", str(run_dir)], capture_output=True, text=True, timeout=180)
+    assert r.returncode != 0
+    assert r.stdout.strip() == str(run_dir), r.stdout
+    assert "the report failed" in r.stderr and f"make report RUN={run_dir}" in r.stderr, r.stderr
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["complete"] is True and meta["stop_reason"] == "duration"
+    Run.open(run_dir).validate_all()
+    assert not leftovers("tq-")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.contract.schemas import DERIVED_TABLES
-from analysis.load.run import read_table
+from analysis.contract import DERIVED_TABLES
+from analysis.load import read_table
 from tests.conftest import ROOT, leftovers
 from tests.test_sysctl_profile import KEYS  # every key a profile may set
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis.derived.retransmits import endpoint_rows
-from analysis.load.run import Run
-from analysis.rules import retransmits, time_wait
-from analysis.rules.epoll import epoll_sweep, per_process
+from analysis.derived.epoll import epoll_sweep, per_process
+from analysis.derived.retransmits import endpoint_rows, reconcile
+from analysis.derived.time_wait import littles_law, observed_time_wait_length
+from analysis.kernel import EADDRNOTAVAIL, TCP_TIMEWAIT_LEN_S
+from analysis.load import Run
 from tests.conftest import ROOT, leftovers
 
 pytestmark = pytest.mark.integration
@@ -40,7 +41,7 @@ def findings(run: Run, kind: str | None = None) -> list[dict]:
 def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, variant: str) -> None:
     run = run_lab("retransmit", variant, tmp_path / variant)
     client = run.lab["client"]["netns_inode"]
-    rec = retransmits.reconcile(run, client)
+    rec = reconcile(run, client)
     assert rec["kernel_retrans_segs"] > 20
     # Within 1 % (at least one segment), plus the events the kernel says it did not
     # run the probe for (recursion misses, read from the probe's programs).
@@ -78,7 +79,7 @@ def test_no_loss_no_finding(kernel, tmp_path: Path) -> None:
 def test_time_wait_exhaust_vs_keepalive(kernel, tmp_path: Path) -> None:
     def eaddrnotavail(run: Run) -> tuple[int, int]:
         c = run.table("tw_connect")
-        probe = int(c.loc[c["errno"] == time_wait.EADDRNOTAVAIL, "failures"].sum())
+        probe = int(c.loc[c["errno"] == EADDRNOTAVAIL, "failures"].sum())
         client = int((run.table("connects")["errno"] == "EADDRNOTAVAIL").sum())
         return probe, client
 
@@ -88,7 +89,7 @@ def test_time_wait_exhaust_vs_keepalive(kernel, tmp_path: Path) -> None:
     # per failed dial (1200 calls for 400 dials here), so: at least one each.
     assert probe >= client > 0
     failed = exhaust.table("tw_connect")
-    failed = failed[failed["errno"] == time_wait.EADDRNOTAVAIL]
+    failed = failed[failed["errno"] == EADDRNOTAVAIL]
     # Each failure names the destination and the process that called connect().
     assert set(zip(failed["raddr"], failed["rport"], failed["comm"], strict=True)) == {("198.18.0.1", 8080, "connload")}
     (f,) = findings(exhaust, "time_wait_exhaustion")
@@ -105,7 +106,7 @@ def test_lower_fin_timeout_does_not_shorten_time_wait(kernel, tmp_path: Path) ->
     run = run_lab("time-wait", "fin-timeout", tmp_path / "fin")
     ns = run.lab["client"]["netns_inode"]
     assert run.sysctl(ns, "net.ipv4.tcp_fin_timeout") == "5"
-    length = time_wait.observed_time_wait_length(run, ns, "198.18.0.1", 8080)
+    length = observed_time_wait_length(run, ns, "198.18.0.1", 8080)
     assert length is not None and 57 <= length <= 63, length
 
 
@@ -113,14 +114,14 @@ def test_littles_law_in_steady_state(kernel, tmp_path: Path) -> None:
     """TIME_WAIT levels at active-close rate x 60 s once the load has run longer than 60 s."""
     run = run_lab("time-wait", "steady", tmp_path / "steady", timeout=400)
     ns = run.lab["client"]["netns_inode"]
-    ll = time_wait.littles_law(run, ns, "198.18.0.1", 8080)
+    ll = littles_law(run, ns, "198.18.0.1", 8080)
     closes = run.table("tw_close")
     closes = closes[(closes["netns"] == ns) & (closes["active_closes"] > 0)]
     first, last = float(closes["time_s"].min()), float(closes["time_s"].max())
     steady = ll[(ll.index >= first + 62) & (ll.index <= last - 1)]
     assert len(steady) >= 3, "the load must run past 60 s"
     rate = int(closes["active_closes"].sum()) / (last - first + 1)
-    expected = rate * time_wait.TIME_WAIT_S
+    expected = rate * TCP_TIMEWAIT_LEN_S
     for measured in steady["measured"]:
         assert abs(measured - expected) <= 0.10 * expected, (measured, expected)
 

@@ -246,7 +246,7 @@ def test_fleet_report_names_the_faulty_host_only(fleet: Fleet) -> None:
     seen_by = [h for h in HOSTS if h != FAULTY and _full_rows(out / h / "aq_listener.csv", faulty_ns)]
     assert seen_by, "no other host's probe saw node-b's namespace: the scope was not put to the test"
     # ... and without the scope one of them would have been blamed for it.
-    from analysis.load.run import Run
+    from analysis.load import Run
     from analysis.rules import evaluate_all
 
     other = tmp / "unscoped"

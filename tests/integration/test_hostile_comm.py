@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 
-from analysis.load.run import Run
+from analysis.load import Run
 
 from .interrupts import ROOT
 
@@ -54,7 +54,10 @@ WORKLOAD = textwrap.dedent(
 def test_hostile_comm_survives_capture_and_loader(kernel, tmp_path):
     out = tmp_path / "run"
     cap = subprocess.Popen(
-        [str(ROOT / "collector" / "capture"), "-q", "-d", "8", "-o", str(out), "-p", "accept_queue,time_wait,epoll"],
+        [
+            str(ROOT / "collector" / "capture"),
+            *("-q", "--no-report", "-d", "8", "-o", str(out), "-p", "accept_queue,time_wait,epoll"),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

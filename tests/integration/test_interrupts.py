@@ -6,6 +6,7 @@ closing note are `python -m tests.integration.interrupts --trials 30`."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .interrupts import ROOT, leftovers, run_trial
+from .interrupts import ROOT, _preexec, leftovers, run_trial
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 
@@ -85,3 +86,45 @@ def test_sigkill_then_next_driver_reaps(kernel, tmp_path):
     # A second reap finds nothing to do and says nothing.
     r2 = subprocess.run([str(ROOT / "collector" / "capture"), "--reap"], cwd=ROOT, capture_output=True, text=True)
     assert r2.returncode == 0 and r2.stderr == "", r2.stderr
+
+
+def _report_running(out: Path) -> bool:
+    """The capture's own report (python -m analysis report OUT) is running."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"analysis" in argv and b"report" in argv and str(out).encode() in argv:
+            return True
+    return False
+
+
+def test_ctrl_c_during_the_report_keeps_the_finished_run(kernel, tmp_path):
+    """`make capture` ends with the report; Ctrl-C then stops the report only: the
+    run was finished before it began and stays complete, with no traceback."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        ["make", "-s", "capture", "DURATION=3", f"OUT={out}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_preexec,
+    )
+    deadline = time.monotonic() + 120
+    while not _report_running(out):
+        assert proc.poll() is None, f"capture ended before its report was seen: {proc.communicate()[0].decode()}"
+        assert time.monotonic() < deadline, "no report started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    output = proc.communicate(timeout=60)[0].decode(errors="replace")
+    assert proc.returncode != 0, output
+    assert "report interrupted" in output and f"make report RUN={out}" in output, output
+    assert "Traceback" not in output, output
+    assert not leftovers(), leftovers()
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["complete"] is True and meta["stop_reason"] == "duration", meta
+    v = validate(out)
+    assert v.returncode == 0, v.stderr

@@ -1,0 +1,397 @@
+"""bench_overhead: the Python half of dev/bench-overhead.
+
+Parses wrk, bpftool JSON and file sizes into one JSON line per measurement
+(record), turns them into the table at the end (summarize), and the small
+network helpers the bash driver needs (free-port, http-ok, low-rate).
+
+USAGE: bench_overhead.py record out=RUNS.jsonl case=C pair=N kind=K [wrk=F low=F window=S startup=S
+                                stop=S stats_ok=0|1 ids=F perf=F before=F after=F
+                                sizes_before=F sizes_after=F meta=F]
+       bench_overhead.py summarize RUNS.jsonl TXT JSON META.json
+       bench_overhead.py free-port LOWEST_EPHEMERAL_PORT
+       bench_overhead.py http-ok PORT
+       bench_overhead.py low-rate PORT RATE SECONDS
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import socket
+import statistics
+import sys
+import time
+from typing import Any
+
+DASH = "\u2013"  # en dash, between the ends of a range
+TIMES = "\u00d7"
+MICRO = "\u00b5"
+
+
+def load_json(path: str, default: Any) -> Any:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def parse_wrk(path: str) -> dict[str, Any]:
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    r: dict[str, Any] = {"requests": 0, "wrk_seconds": None, "rps": 0.0, "socket_errors": 0, "non_2xx": 0}
+    m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)\b", text)
+    if m:
+        r["requests"] = int(m.group(1))
+        r["wrk_seconds"] = float(m.group(2)) * {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60}[m.group(3)]
+    m = re.search(r"Requests/sec:\s*([\d.]+)", text)
+    if m:
+        r["rps"] = float(m.group(1))
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        r["socket_errors"] = sum(int(x) for x in m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m:
+        r["non_2xx"] = int(m.group(1))
+    return r
+
+
+def sizes(path: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                name, _, size = line.rstrip("\n").rpartition(" ")
+                if name:
+                    out[name] = int(size)
+    return out
+
+
+def output_bytes(before: str, after: str) -> dict[str, int]:
+    """Bytes each probe (probe_<family>.out) and the samplers wrote in the window."""
+    b, a = sizes(before), sizes(after)
+    res: dict[str, int] = {}
+    for name, size in a.items():
+        d = size - b.get(name, 0)
+        base = os.path.basename(name)
+        if base.startswith("probe_") and base.endswith(".out"):
+            key = base[len("probe_") : -len(".out")]
+        elif name.startswith("samples/") and name.endswith(".csv"):
+            key = "samplers"
+        else:
+            continue
+        res[key] = res.get(key, 0) + d
+    return res
+
+
+def programs(ids: str, perf: str, before: str, after: str) -> list[dict[str, Any]]:
+    """Per BPF program of the case: the run_cnt, run_time_ns and recursion_misses deltas."""
+    fam: dict[int, str] = {}
+    with open(ids) as f:
+        for line in f:
+            if line.strip():
+                i, fm = line.split()
+                fam[int(i)] = fm
+    tps = {p["prog_id"]: p.get("tracepoint") for p in load_json(perf, []) if "prog_id" in p}
+    bef = {p["id"]: p for p in load_json(before, [])}
+    aft = {p["id"]: p for p in load_json(after, [])}
+    progs = []
+    for pid in sorted(fam):
+        b, x = bef.get(pid), aft.get(pid)
+        if not b or not x:
+            continue
+        tp = tps.get(pid) or ("interval (print)" if x.get("type") == "perf_event" else x.get("type", "?"))
+        progs.append(
+            {
+                "id": pid,
+                "family": fam[pid],
+                "name": x.get("name", "?"),
+                "tracepoint": tp,
+                "events": x.get("run_cnt", 0) - b.get("run_cnt", 0),
+                "ns": x.get("run_time_ns", 0) - b.get("run_time_ns", 0),
+                "recursion_misses": x.get("recursion_misses", 0) - b.get("recursion_misses", 0),
+            }
+        )
+    return progs
+
+
+def record(argv: list[str]) -> None:
+    a = dict(x.split("=", 1) for x in argv)
+    rec: dict[str, Any] = {"case": a["case"], "pair": int(a["pair"]), "kind": a["kind"]}
+    if a.get("wrk"):
+        rec.update(parse_wrk(a["wrk"]))
+    if a.get("low"):
+        with open(a["low"]) as f:
+            parts = f.read().split()
+        rec["requests"] = int(parts[0]) if parts else 0
+        rec["wrk_seconds"] = float(parts[1]) if len(parts) > 1 else None
+        rec["rps"] = rec["requests"] / rec["wrk_seconds"] if rec["wrk_seconds"] else 0.0
+    if a.get("window"):
+        rec["window_s"] = float(a["window"])
+    if a.get("startup"):
+        rec["startup_s"] = float(a["startup"])
+    if a.get("stop"):
+        rec["stop_s"] = float(a["stop"])
+    if a.get("stats_ok"):
+        rec["bpf_stats_on"] = a["stats_ok"] == "1"
+    if a.get("ids"):
+        progs = programs(a["ids"], a["perf"], a["before"], a["after"])
+        rec["programs"] = progs
+        rec["bpf_ns"] = sum(p["ns"] for p in progs)
+    if a.get("sizes_before"):
+        rec["output_bytes"] = output_bytes(a["sizes_before"], a["sizes_after"])
+    if a.get("meta"):
+        m = load_json(a["meta"], {})
+        rec["capture_complete"] = m.get("complete")
+        rec["capture_misses"] = {k: v.get("recursion_misses") for k, v in (m.get("probes") or {}).items()}
+        rec["capture_status"] = {k: v.get("status") for k, v in (m.get("probes") or {}).items()}
+    with open(a["out"], "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    # One short line for the progress log.
+    s = f"{rec['rps']:.0f} req/s" if "rps" in rec else ""
+    if rec.get("requests") and "bpf_ns" in rec:
+        s += f", BPF {rec['bpf_ns'] / rec['requests'] / 1000:.2f} us/conn"
+    print(s)
+
+
+def fmt_range(xs: list[float], f: str = "{:.3f}") -> str:
+    return (f + DASH + f).format(min(xs), max(xs)) if xs else "-"
+
+
+def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """One A/B case: its numbers into summary, its table line returned."""
+    base = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "base"}
+    with_ = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "with"}
+    ratios = [with_[p]["rps"] / base[p]["rps"] for p in sorted(base) if p in with_ and base[p]["rps"] > 0]
+    reqs = sum(with_[p].get("requests", 0) for p in with_)
+    ns = sum(with_[p].get("bpf_ns", 0) for p in with_)
+    us_conn = ns / reqs / 1000 if reqs and c != "samplers" else None
+    us_pairs = [
+        with_[p]["bpf_ns"] / with_[p]["requests"] / 1000
+        for p in with_
+        if with_[p].get("requests") and "bpf_ns" in with_[p]
+    ]
+    starts = [with_[p]["startup_s"] for p in with_ if "startup_s" in with_[p]]
+    cs = {
+        "pairs": len(ratios),
+        "ratios": ratios,
+        "ratio_median": statistics.median(ratios) if ratios else None,
+        "ratio_min": min(ratios) if ratios else None,
+        "ratio_max": max(ratios) if ratios else None,
+        "base_rps_median": statistics.median([base[p]["rps"] for p in base]) if base else None,
+        "with_rps_median": statistics.median([with_[p]["rps"] for p in with_]) if with_ else None,
+        "bpf_us_per_conn": us_conn,
+        "bpf_us_per_conn_pairs": us_pairs,
+        "startup_s": starts,
+        "startup_s_median": statistics.median(starts) if starts else None,
+        "socket_errors": sum(r.get("socket_errors", 0) for r in list(base.values()) + list(with_.values())),
+        "bpf_stats_off_runs": sum(1 for r in with_.values() if r.get("bpf_stats_on") is False),
+    }
+    summary["cases"][c] = cs
+    line = (
+        f"{c:<14}{len(ratios):>6}{(format(cs['ratio_median'], '.3f') + TIMES) if ratios else '-':>14}"
+        f"  {fmt_range(ratios):<14}{cs['base_rps_median'] or 0:>11.0f}{cs['with_rps_median'] or 0:>11.0f}"
+        f"  {(format(us_conn, '.2f') + ' (' + fmt_range(us_pairs, '{:.1f}') + ')') if us_conn is not None else '-':<22}"
+        f"{(format(cs['startup_s_median'], '.1f') + ' (' + fmt_range(starts, '{:.1f}') + ')') if starts else '-'}"
+    )
+    # Per program, summed over the pairs.
+    agg: dict[tuple[str, str, str], dict[str, int]] = {}
+    for r in with_.values():
+        for p in r.get("programs", []):
+            k = (p["family"], p["name"], p["tracepoint"])
+            e = agg.setdefault(k, {"events": 0, "ns": 0, "recursion_misses": 0})
+            e["events"] += p["events"]
+            e["ns"] += p["ns"]
+            e["recursion_misses"] += p["recursion_misses"]
+    for (fam, name, tp), e in sorted(agg.items(), key=lambda kv: -kv[1]["ns"]):
+        summary["programs"].append(
+            {
+                "case": c,
+                "family": fam,
+                "program": name,
+                "tracepoint": tp,
+                "events": e["events"],
+                "ns": e["ns"],
+                "ns_per_event": e["ns"] / e["events"] if e["events"] else None,
+                "events_per_conn": e["events"] / reqs if reqs else None,
+                "us_per_conn": e["ns"] / reqs / 1000 if reqs else None,
+                "recursion_misses": e["recursion_misses"],
+            }
+        )
+    miss: dict[str, int] = {}
+    for (fam, _, _), e in agg.items():
+        miss[fam] = miss.get(fam, 0) + e["recursion_misses"]
+    cap: dict[str, int] = {}
+    for r in with_.values():
+        for fam, v in (r.get("capture_misses") or {}).items():
+            if v is not None:
+                cap[fam] = cap.get(fam, 0) + v
+    if miss or cap:
+        summary["recursion_misses"][c] = {"wrk_windows": miss, "whole_captures": cap}
+    return line
+
+
+def program_lines(summary: dict[str, Any], ab_cases: list[str]) -> list[str]:
+    L = ["", "Per program (sums over the wrk windows of the case's pairs; events/conn = events / wrk requests)"]
+    L.append(
+        f"{'case':<14}{'probe':<14}{'program':<18}{'tracepoint':<24}{'events':>10}{'ns/event':>10}"
+        f"{'events/conn':>13}{MICRO + 's/conn':>9}{'rec.miss':>9}"
+    )
+    for p in summary["programs"]:
+        if not p["events"]:
+            continue
+        L.append(
+            f"{p['case']:<14}{p['family']:<14}{p['program'][:16]:<17}{p['tracepoint'][:25]:<26}"
+            f"{p['events']:>10}{p['ns_per_event']:>10.0f}{p['events_per_conn']:>13.3f}"
+            f"{p['us_per_conn']:>9.3f}{p['recursion_misses']:>9}"
+        )
+    for c in ab_cases:
+        idle = sorted({p["tracepoint"] for p in summary["programs"] if p["case"] == c and not p["events"]})
+        if idle:
+            L.append(f"  {c}: no events in the windows on {', '.join(idle)}")
+    return L
+
+
+def misses_lines(summary: dict[str, Any]) -> list[str]:
+    L = [
+        "",
+        "Recursion misses per probe (kernel skipped the program): during the wrk windows, and whole "
+        "captures (metadata.json), summed over the pairs",
+    ]
+    for c, m in summary["recursion_misses"].items():
+        fams = sorted(set(m["wrk_windows"]) | set(m["whole_captures"]))
+        L.append(
+            f"  {c:<14}"
+            + "  ".join(f"{f} {m['wrk_windows'].get(f, '-')} ({m['whole_captures'].get(f, '-')})" for f in fams)
+        )
+    return L
+
+
+def rates_lines(rates: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
+    L = ["", "Output bytes per second, full capture (probe_<family>.out; samplers: their CSV files)"]
+    kinds = [r for r in rates if r["kind"] in ("low", "high")]
+    fams = sorted({f for r in kinds for f in r.get("output_bytes", {})})
+    L.append(f"{'window':<8}{'conn/s':>9}{'seconds':>9}" + "".join(f"{f:>14}" for f in fams))
+    for r in kinds:
+        w = r.get("window_s") or 1
+        bps = {f: r.get("output_bytes", {}).get(f, 0) / w for f in fams}
+        summary["output_bytes_per_s"][r["kind"]] = {
+            "conn_per_s": r.get("requests", 0) / w,
+            "window_s": w,
+            "bytes_per_s": bps,
+        }
+        L.append(f"{r['kind']:<8}{r.get('requests', 0) / w:>9.0f}{w:>9.1f}" + "".join(f"{bps[f]:>14.0f}" for f in fams))
+    return L
+
+
+def notes_lines(summary: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    for c, cs in summary["cases"].items():
+        if cs["socket_errors"]:
+            notes.append(f"{c}: wrk reported {cs['socket_errors']} socket errors over the case's runs")
+        if cs["bpf_stats_off_runs"]:
+            notes.append(
+                f"{c}: kernel.bpf_stats_enabled was found off (changed by someone else) in "
+                f"{cs['bpf_stats_off_runs']} run(s); it was turned back on"
+            )
+    for r in runs:
+        if r.get("capture_complete") is False:
+            notes.append(f"{r['case']} pair {r['pair']}: the capture run was not complete ({r.get('capture_status')})")
+    return ["", *("note: " + n for n in notes)] if notes else []
+
+
+def summarize(argv: list[str]) -> None:
+    runs_path, txt, js, meta_path = argv
+    with open(runs_path) as f:
+        runs = [json.loads(line) for line in f if line.strip()]
+    with open(meta_path) as f:
+        meta = json.load(f)
+    L = [
+        "bench-overhead: loopback nginx (one process: master_process off, keepalive_timeout 0), "
+        f"wrk -t1 -c{meta['connections']} -H 'Connection: close', {meta['seconds']} s per run, "
+        f"{meta['pairs']} A/B pairs per case (order alternating)",
+        f"host: {meta['cpus']} CPUs, Linux {meta['kernel']}, {meta['bpftrace']}; load average at start "
+        f"{meta['load_start']}, at end {meta['load_end']}; run took {meta['elapsed_s']:.0f} s",
+        "bpf_stats: run_time_ns/run_cnt deltas over the wrk windows of the with-capture runs, "
+        "programs of this run's bpftrace processes only (the whole machine's events)",
+    ]
+    summary: dict[str, Any] = {"cases": {}, "programs": [], "recursion_misses": {}, "output_bytes_per_s": {}}
+    ab_cases = [c for c in meta["cases"] if c not in ("rates",)]
+    if ab_cases:
+        L.append("")
+        L.append(
+            f"{'case':<14}{'pairs':>6}{'ratio median':>14}{'  min' + DASH + 'max':<16}{'base req/s':>11}"
+            f"{'with req/s':>11}  {'BPF ' + MICRO + 's/conn (min' + DASH + 'max)':<22}"
+            f"{'start-up s median (min' + DASH + 'max)'}"
+        )
+    for c in ab_cases:
+        L.append(case_summary(c, runs, summary))
+    if summary["programs"]:
+        L.extend(program_lines(summary, ab_cases))
+    if summary["recursion_misses"]:
+        L.extend(misses_lines(summary))
+    rates = [r for r in runs if r["case"] == "rates"]
+    if rates:
+        L.extend(rates_lines(rates, summary))
+    L.extend(notes_lines(summary, runs))
+    text = "\n".join(L) + "\n"
+    with open(txt, "w") as f:
+        f.write(text)
+    with open(js, "w") as f:
+        json.dump({"meta": meta, "summary": summary, "runs": runs}, f, indent=1)
+    sys.stdout.write(text)
+
+
+def free_port(argv: list[str]) -> None:
+    """A free port on 127.0.0.1 below the ephemeral range (nothing printed if none)."""
+    low = min(int(argv[0]), 32768)
+    for _ in range(200):
+        p = random.randrange(max(1024, low - 12000), low)
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p))
+            print(p)
+            break
+        except OSError:
+            pass
+
+
+def http_ok(argv: list[str]) -> None:
+    """Exit 0 when 127.0.0.1:PORT answers GET / with 200."""
+    s = socket.create_connection(("127.0.0.1", int(argv[0])), timeout=1)
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    sys.exit(0 if s.recv(12).startswith(b"HTTP/1.1 200") else 1)
+
+
+def low_rate(argv: list[str]) -> None:
+    """Connections at a paced rate for SECONDS; prints how many succeeded and the window."""
+    port, rate, secs = int(argv[0]), int(argv[1]), int(argv[2])
+    t0, done = time.monotonic(), 0
+    for i in range(rate * secs):
+        d = t0 + i / rate - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+                while s.recv(65536):
+                    pass
+            done += 1
+        except OSError:
+            pass
+    d = t0 + secs - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+    print(done, time.monotonic() - t0)
+
+
+COMMANDS = {"record": record, "summarize": summarize, "free-port": free_port, "http-ok": http_ok, "low-rate": low_rate}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    COMMANDS[sys.argv[1]](sys.argv[2:])
