@@ -3,7 +3,7 @@
 A rule declares its kind and the tables it reads (INPUTS). It is handed a
 RunView: the run's metadata and only those tables. Reading any other table
 raises UndeclaredTableError, so the declared inputs (listed in verdicts.json)
-are always the true ones; tests/test_rule_inputs.py also checks that every
+are always the true ones; tests/analysis/rules/test_inputs.py also checks that every
 declared table is read.
 """
 

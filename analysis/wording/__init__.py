@@ -9,7 +9,7 @@ string needs every number it names; an Opt is a clause left out, or replaced by
 its `alt` words, when a number it names is missing (None, NaN, empty). Values
 are written as words, never as Python reprs (numbers.py); a dict never reaches
 a sentence. When a number a plain part needs is missing, the link says so in
-words rather than guessing (describe.py). tests/test_wording.py renders every
+words rather than guessing (describe.py). tests/analysis/wording/test_wording.py renders every
 template with all of its numbers missing and with the numbers of every real
 fixture.
 

@@ -12,7 +12,7 @@ import pandas as pd
 from analysis.contract import DERIVED_TABLES
 from analysis.load import read_table
 from tests.conftest import ROOT, leftovers
-from tests.test_sysctl_profile import KEYS  # every key a profile may set
+from tests.scripts.test_sysctl_profile import KEYS  # every key a profile may set
 
 
 def host_values() -> dict[str, bytes]:

@@ -36,7 +36,7 @@ RUNS = sorted(p.name for p in FIXTURES.iterdir() if (p / "metadata.json").is_fil
 NOT_IN_ANY_FIXTURE = {
     ("accept_queue_overflow", "counter", "not_sampled"),
     # A queue at limit + 1 while the captured counter did not rise: no real capture yet (a copy of
-    # one in tests/test_accept_queue_rule.py renders it).
+    # one in tests/analysis/rules/test_accept_queue.py renders it).
     ("accept_queue_overflow", "probe", "full_no_drops"),
     ("accept_queue_overflow", "counter", "no_overflows_then"),
     ("accept_queue_overflow", "symptom", "not_captured"),

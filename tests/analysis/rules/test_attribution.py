@@ -1,6 +1,6 @@
 """Per-object attribution on a shared host (issue 8): the faulty thread or endpoint is named, and a
 healthy neighbour gets no finding and no suspicion. Copies of real captures (tests/fixtures) with
-neighbours added; the real non-lab captures are tested in tests/test_nonlab_captures.py."""
+neighbours added; the real non-lab captures are tested in tests/analysis/rules/test_nonlab_captures.py."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from tests.conftest import FIXTURES, ROOT
 P2C = ROOT / "collector" / "probe-to-csv"
 RAW = sorted(FIXTURES.glob("*/probe_*.out"))
 IDS = [f"{p.parent.name}/{p.name}" for p in RAW]
-GOLDEN = json.loads((ROOT / "tests" / "golden" / "exporter_objects.json").read_text())
+GOLDEN = json.loads((ROOT / "tests" / "monitor" / "golden" / "exporter_objects.json").read_text())
 
 
 def _source(family: str) -> Path:
@@ -82,8 +82,8 @@ def test_stream_mode_gives_the_rows_file_mode_gives(raw: Path, tmp_path: Path) -
 def test_object_tables_from_the_stream_are_the_old_parsers(raw: Path) -> None:
     """The exporter's consumption of the stream's rows (--only the records it uses) gives
     the object tables the exporter gave before its parser moved into probe-to-csv:
-    tests/golden/exporter_objects.json, recorded from the old code (ProbeParser +
-    Exporter.row of monitor/exporter.py at 9ac993f; tests/golden/make_exporter_objects.py
+    tests/monitor/golden/exporter_objects.json, recorded from the old code (ProbeParser +
+    Exporter.row of monitor/exporter.py at 9ac993f; tests/monitor/golden/make_exporter_objects.py
     says how). Fixtures left out of it (older probes without a column the exporter reads)
     fail the same way now."""
     family = raw.stem.removeprefix("probe_")

@@ -1,4 +1,4 @@
-"""Made tests/golden/exporter_objects.json from the exporter BEFORE its probe parser moved into
+"""Made tests/monitor/golden/exporter_objects.json from the exporter BEFORE its probe parser moved into
 collector/probe-to-csv --stream (monitor/exporter.py at commit 9ac993f, its ProbeParser and
 Exporter.row): every fixture's raw probe output, line by line, through ProbeParser(the
 current probe source, ROWS_USED) and Exporter.row (--top 100000 so every object is exported
@@ -9,7 +9,7 @@ series, and the namespaces seen. Fixtures whose rows older probes wrote without 
 exporter reads (epoll without tid, time_wait without failures) raise KeyError and are left
 out. Kept to show how the golden file was made; it needs git and that commit:
 
-    python3 tests/golden/make_exporter_objects.py > tests/golden/exporter_objects.json
+    python3 tests/monitor/golden/make_exporter_objects.py > tests/monitor/golden/exporter_objects.json
 """
 
 from __future__ import annotations

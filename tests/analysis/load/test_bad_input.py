@@ -1,4 +1,4 @@
-"""The bad-input corpus (tests/badinput.py) through `validate` and `report`.
+"""The bad-input corpus (tests/analysis/load/badinput.py) through `validate` and `report`.
 
 Every damaged copy of a real run must give either a clean error that names the
 file and the line (and column where one applies), or a report whose verdicts
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
-from tests.badinput import SIZING, corpus
+from tests.analysis.load.badinput import SIZING, corpus
 from tests.conftest import FIXTURES, ROOT
 
 BUDGET_S = 90
@@ -168,7 +168,7 @@ def test_bad_input_corpus(tmp_path: Path) -> None:
 def test_odd_but_valid_comm_survives(copy_fixture, comm: bytes) -> None:
     """A comm with comma, quote, newline and a non-UTF-8 byte, properly quoted, loads; decoded per the policy."""
     from analysis.load import Run
-    from tests.badinput import quoted_comm
+    from tests.analysis.load.badinput import quoted_comm
 
     d = copy_fixture(SIZING)
     quoted_comm("aq_accept.csv", comm)(d)
