@@ -268,6 +268,9 @@ pick_probe() {
 	if [[ -n $f && -f $PACK_ROOT/$f ]]; then echo "$PACK_ROOT/$f"; fi
 }
 
+# The tier a probe file declares in its header (" * TIER: tracepoint").  probe_tier FILE
+probe_tier() { sed -n 's/^ \* TIER: *//p' "$1" | head -1; }
+
 # Events the kernel skipped for a running bpftrace: a tracepoint program does
 # not run while another BPF program runs on the same CPU (softirq over a
 # syscall probe, say), and the kernel counts each skip as a recursion miss of

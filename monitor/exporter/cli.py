@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from analysis.families import NAMES as FAMILY_NAMES
-
 from .metrics import metrics_doc
 from .run import Exporter
-from .supervise import log
 
 DESCRIPTION = "Exporter mode: the probes kept running, their numbers written as node_exporter textfiles."
 
@@ -21,8 +17,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--prom-dir", required=True, help="node_exporter textfile collector directory")
     p.add_argument("--state-dir", required=True, help="probe stderr files and the ready marker")
     p.add_argument("--probe", action="append", default=[], metavar="FAMILY=FILE:TIER", help="a probe to run (repeat)")
-    p.add_argument("--doctor", help="collector/doctor's JSON: run the tier it picked for each of --families")
-    p.add_argument("--families", default=",".join(FAMILY_NAMES), help="with --doctor: families to run")
     p.add_argument("--pack-root", default=str(Path(__file__).resolve().parents[2]), help="where probes/ is")
     p.add_argument("--interval", type=int, default=5, help="probe interval and write period, seconds")
     p.add_argument("--top", type=int, default=20, help="objects per family with their own series")
@@ -40,25 +34,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.interval < 1 or a.top < 1:
         p.error("--interval and --top must be at least 1")
-    if a.doctor:
-        try:
-            fams = json.loads(Path(a.doctor).read_text()).get("families", {})
-        except (OSError, json.JSONDecodeError) as e:
-            p.error(f"cannot read {a.doctor}: {e}")
-        a.probe += _doctor_picks(fams, a)
     return a
-
-
-def _doctor_picks(fams: dict[str, dict[str, str]], a: argparse.Namespace) -> list[str]:
-    """--probe specs for the tier collector/doctor picked for each of --families."""
-    out = []
-    for f in [x for x in a.families.split(",") if x]:
-        pick = fams.get(f)
-        if not pick or not pick.get("file"):
-            log(f"probe {f} cannot run on this kernel (no runnable tier in {a.doctor}): not exported")
-            continue
-        out.append(f"{f}={Path(a.pack_root) / pick['file']}:{pick.get('tier', 'unknown')}")
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,6 @@ resident memory of the exporter and of each probe process."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -34,40 +32,19 @@ class Health:
         put("exporter_resident_bytes", {"process": "exporter"}, rss_bytes("self"))
 
 
-def _prog_ids(pid: int) -> list[int]:
-    ids: list[int] = []
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return ids
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
-                continue
-            for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
-                if line.startswith("prog_id:"):
-                    ids.append(int(line.split()[1]))
-        except OSError:
-            continue
-    return ids
+# The count is collector/lib.sh's probe_recursion_misses, the one capture uses.
+_MISSES = 'source "$1"; shift; for pid; do echo "$pid $(probe_recursion_misses "$pid")"; done'
 
 
 def recursion_misses(pids: dict[str, int]) -> dict[str, int]:
-    """Per probe: the sum of its programs' recursion misses (bpftool prog show)."""
-    wanted = {i: fam for fam, pid in pids.items() for i in _prog_ids(pid)}
-    if not wanted:
+    """Per probe: the sum of its programs' recursion misses (collector/lib.sh, through bpftool)."""
+    if not pids:
         return {}
-    r = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=False)
-    out: dict[str, int] = {}
-    try:
-        progs = json.loads(r.stdout or "[]")
-    except json.JSONDecodeError:
-        return {}
-    for p in progs:
-        fam = wanted.get(p.get("id"))
-        if fam:
-            out[fam] = out.get(fam, 0) + int(p.get("recursion_misses", 0))
-    return out
+    lib = Path(__file__).resolve().parents[2] / "collector" / "lib.sh"
+    cmd = ["bash", "-c", _MISSES, "recursion-misses", str(lib), *(str(p) for p in pids.values())]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    by_pid = dict(line.split() for line in r.stdout.splitlines() if len(line.split()) == 2)
+    return {fam: int(by_pid[str(pid)]) for fam, pid in pids.items() if by_pid.get(str(pid), "").isdigit()}
 
 
 def rss_bytes(pid: int | str) -> int:
