@@ -1,7 +1,7 @@
 """What a rule returns: a structured result with the numbers behind it.
 
 Modelled on insights-core: a rule declares its inputs and returns a result
-keyed by kind; the human wording lives in analysis/wording/__init__.py, apart from the
+keyed by kind; the human wording lives in analysis/wording/ (a module per family, beside its rule), apart from the
 logic, so the numbers can be tested without parsing sentences.
 """
 

@@ -1,6 +1,6 @@
 """The fleet report: DIR/fleet.md and DIR/fleet.json over a fleet capture.
 
-analysis/derived/fleet.py judges every host's run; this module writes a table of
+analysis/combiners/fleet.py judges every host's run; this module writes a table of
 hosts x families (each cell: the family's strongest status on that host and the
 objects it names) and the findings that two or more hosts share (same kind and
 cause class). A host whose run is missing or broken is reported as "capture failed"

@@ -2,7 +2,7 @@
 
 A rule module holds the decision only: thresholds, status, cause class and the
 evidence it cites. The numbers come from analysis.derived; kernel constants
-from analysis.kernel; words from analysis.wording. Each rule sees a RunView
+from analysis.kernel; the words for its findings in analysis/wording/<family>.py. Each rule sees a RunView
 (analysis.rules.base) with only the tables in its INPUTS.
 """
 
