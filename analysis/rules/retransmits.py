@@ -6,7 +6,9 @@ Chain: symptom (lab client: throughput and failures; else the retransmit rate)
  -> probe (retransmitted segments per endpoint, SYN apart from data; data
     retransmits against the endpoint's own flows' data segments, never against
     the whole namespace's: a lossy flow beside a heavy clean one is not diluted)
- -> cause (data loss on the path, or SYNs lost; the loss a lab injected)
+ -> cause (data loss on the path, or SYNs lost; the loss a lab injected; an accept queue
+    that overflowed, from the probe or, without it, the server's ListenOverflows; unknown
+    where neither could be seen)
  -> fix -> verification.
 """
 
@@ -18,6 +20,8 @@ from typing import Any
 import pandas as pd
 
 from ..derived import connects, interval_s
+from ..derived.addresses import is_loopback, listeners_serving
+from ..derived.counters import sampled, total_delta
 from ..derived.retransmits import EndpointRates, endpoint_flows, endpoint_rates, flow_rates, reconcile
 from ..findings import Finding, Link, Status
 from .base import Rule, RunView
@@ -159,9 +163,10 @@ def _cause(run: RunView, ep: _Endpoint, rates: EndpointRates, synack_segs: int) 
     cause = "syn_loss" if rates.data < rates.syn else "data_loss"
     # Retransmits toward a listener whose accept queue overflowed: a full queue
     # drops SYNs and the final ACK (with any data riding on it) silently, so
-    # the drops are that overflow, not the network.
+    # the drops are that overflow, not the network. The listener may be
+    # dual-stack ("::", its clients "::ffff:a.b.c.d"): joined on the plain address.
     aq = run.table("aq_listener")
-    overflowed = aq[(aq["laddr"] == ep.raddr) & (aq["lport"] == ep.port) & (aq["full_events"] > 0)]
+    overflowed = aq[listeners_serving(aq, ep.netns, ep.raddr, ep.port) & (aq["full_events"] > 0)]
     if not overflowed.empty:
         cause = "remote_accept_queue_full"
     # On the server's side the same overflow shows as SYN-ACK retransmits:
@@ -174,13 +179,42 @@ def _cause(run: RunView, ep: _Endpoint, rates: EndpointRates, synack_segs: int) 
     return cause, overflowed
 
 
+def _accept_queue_unseen(run: RunView) -> str | None:
+    """Why the accept-queue cross-check has no probe data, or None when the probe ran."""
+    status = run.probe_status("accept_queue")
+    return None if status == "ok" else f"the accept-queue probe {status or 'not run'}"
+
+
+def _server_netns(ep: _Endpoint) -> int | None:
+    """The namespace of the listener behind the endpoint, when this run can know it."""
+    return ep.netns if ep.local or is_loopback(ep.raddr) else None
+
+
+def _counter_cross_check(run: RunView, ep: _Endpoint, cause: str, t0: float, t1: float) -> tuple[str, dict[str, Any]]:
+    """Without the accept-queue probe, the kernel's own ListenOverflows of the server's
+    namespace decides; where that namespace is not sampled either, the cause is unknown:
+    not seeing the accept queue is no evidence of loss on a path."""
+    unseen = _accept_queue_unseen(run)
+    if unseen is None or cause not in ("data_loss", "syn_loss"):
+        return cause, {}
+    ns = _server_netns(ep)
+    if ns is None or not sampled(run, ns):
+        where = "the server's namespace is not sampled" if ns is None else "its namespace was not sampled"
+        return "unknown", {"missing": [unseen, f"ListenOverflows at the server ({where})"], "was": cause}
+    overflows = total_delta(run, ns, "ListenOverflows", t0, t1 + interval_s(run))
+    ev = {"listen_overflows": overflows, "accept_queue_unseen": unseen}
+    if overflows > 0:
+        return ("local_accept_queue_full" if ep.local else "remote_accept_queue_full"), ev
+    return cause, ev
+
+
 def _cause_evidence(run: RunView, ep: _Endpoint, cause: str, overflowed: pd.DataFrame) -> dict[str, Any]:
     """The direction of the lost segments; the listener's full intervals; the loss a lab injected."""
     lab = run.lab or {}
     ev: dict[str, Any] = {
         "direction": f"{ep.laddr} -> {ep.raddr}:{ep.port}" if not ep.local else f"{ep.laddr}:{ep.port} -> {ep.raddr}"
     }
-    if cause in ("remote_accept_queue_full", "local_accept_queue_full"):
+    if cause in ("remote_accept_queue_full", "local_accept_queue_full") and not overflowed.empty:
         ev["listener_full_intervals"] = len(overflowed)
     if lab.get("lab") == "retransmit":
         ev["lab_injected_loss_pct"] = lab.get("loss_pct")
@@ -210,6 +244,7 @@ def _evaluate_endpoint(run: RunView, ep: _Endpoint, interval: int) -> Finding:
         return _below_threshold(subject, probe_ev, rates)
     rec = reconcile(run, ep.netns)
     cause, overflowed = _cause(run, ep, rates, probe_ev["synack_segs"])
+    cause, cross_check = _counter_cross_check(run, ep, cause, t0, t1)
     return Finding(
         KIND,
         _status(rec),
@@ -220,7 +255,7 @@ def _evaluate_endpoint(run: RunView, ep: _Endpoint, interval: int) -> Finding:
             _symptom(run),
             Link("counter", "retrans_segs", _counter_evidence(run, ep, rates, rec)),
             Link("probe", "endpoint_retransmits", probe_ev),
-            Link("cause", cause, _cause_evidence(run, ep, cause, overflowed)),
+            Link("cause", cause, {**_cause_evidence(run, ep, cause, overflowed), **cross_check}),
             Link("fix", cause, {"raddr": ep.raddr, "service_port": ep.port}),
             _verification(run, subject["netns_label"]),
         ],

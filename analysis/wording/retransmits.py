@@ -23,6 +23,7 @@ CAUSES = {
     "syn_loss": "connection attempts lost (syn_loss)",
     "remote_accept_queue_full": "packets dropped by a full accept queue at the server",
     "local_accept_queue_full": "final ACKs dropped by this server's full accept queue",
+    "unknown": "unknown: the accept-queue cross-check could not run",
 }
 
 TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
@@ -81,6 +82,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(" on {direction}"),
         " was full",
         Opt(" in {listener_full_intervals} interval(s)"),
+        Opt(" (ListenOverflows +{listen_overflows} in its namespace; {accept_queue_unseen})"),
         ": a full queue silently drops SYNs and final ACKs (with the data on them); these are the client's "
         "retries (see accept_queue_overflow).",
     ),
@@ -90,8 +92,19 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(" ({direction})"),
         " was full",
         Opt(" in {listener_full_intervals} interval(s)"),
+        Opt(" (ListenOverflows +{listen_overflows}; {accept_queue_unseen})"),
         ": the clients' final ACKs met the full queue and were dropped, so the kernel re-sent its SYN-ACKs "
         "(see accept_queue_overflow).",
+    ),
+    ("cause", "unknown"): (
+        "Cause: unknown. The retransmits ",
+        Opt("{direction} "),
+        "could be SYNs and final ACKs a full accept queue at the server dropped, or {was_text}; "
+        "what would tell them apart was not captured: {missing_text}.",
+    ),
+    ("fix", "unknown"): (
+        "Fix: nothing yet. Capture again with the accept-queue probe and the server's namespace sampled "
+        "(`make capture PROBES=accept_queue,retransmits NETNS=...`), then act on what it shows.",
     ),
     ("fix", "local_accept_queue_full"): ("Fix: the accept-queue finding's fix; the network is not at fault.",),
     ("fix", "data_loss"): (
@@ -153,7 +166,13 @@ def _counter(link: Link, ev: dict[str, Any]) -> None:
     )
 
 
+_WAS = {"data_loss": "data segments lost on the way", "syn_loss": "connection attempts lost on the way"}
+
+
 def _cause(link: Link, ev: dict[str, Any]) -> None:
+    if link.key == "unknown":
+        ev["missing_text"] = join_words([str(m) for m in ev.get("missing") or []])
+        ev["was_text"] = _WAS.get(str(ev.get("was")), "loss")
     loss, syn = ev.get("lab_injected_loss_pct"), ev.get("lab_injected_syn_loss_pct")
     dropped = [f"{number(loss)} % of packets" if not is_missing(loss) else ""]
     dropped.append(f"{number(syn)} % of SYNs" if not is_missing(syn) else "")
