@@ -15,7 +15,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,26 @@ def _tw_connect_from_v1(df: pd.DataFrame) -> pd.DataFrame:
     df = df[~df["errno"].isin([0, 115])]
     df = df.assign(family=0, raddr="", rport=0, failures=df["calls"])
     return TABLES["tw_connect"].schema().coerce_dtype(df[TABLES["tw_connect"].column_names])
+
+
+def _listeners_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    # The listener's own drop counter (ss -m) was not recorded before contract 5.
+    df = df.assign(drops=pd.NA)
+    return TABLES["listeners"].schema().coerce_dtype(df[TABLES["listeners"].column_names])
+
+
+def _listeners_v1() -> Table:
+    """listeners.csv as contracts 2 to 4 wrote it: today's columns less drops."""
+    now = TABLES["listeners"]
+    return Table(
+        now.name,
+        now.file,
+        now.writer,
+        1,
+        "ss -ltnp snapshot per sample: every TCP listener of the namespace.",
+        tuple(c for c in now.columns if c.name != "drops"),
+        key=now.key,
+    )
 
 
 # Tables a contract did not have: read as empty from runs of that contract.
@@ -194,4 +214,8 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
             _ep_loop_from_v2,
         ),
     },
+    4: {},
 }
+# listeners.csv gained drops in contract 5: every older contract wrote version 1.
+for _contract in (2, 3, 4):
+    LEGACY_TABLES[_contract]["listeners"] = Legacy(_listeners_v1(), _listeners_from_v1)

@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 4
+CONTRACT_VERSION = 5
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -293,8 +293,9 @@ TABLES: dict[str, Table] = {
             "listeners",
             "listeners.csv",
             "collector/sample-netns",
-            1,
-            "ss -ltnp snapshot per sample: every TCP listener of the namespace.",
+            2,
+            "ss -ltnpm snapshot per sample: every TCP listener of the namespace, with the kernel's own count "
+            "of what it dropped.",
             (
                 SAMPLE_TIME,
                 NETNS,
@@ -304,6 +305,15 @@ TABLES: dict[str, Table] = {
                 count_col("send_q", "Send-Q: the accept-queue limit (sk_max_ack_backlog)"),
                 Col("pid", INT, "first process holding the socket (empty if unknown)", NONNEG, nullable=True),
                 Col("comm", STR, "its name (empty if unknown), as ss prints it; " + COMM_TEXT, nullable=True),
+                Col(
+                    "drops",
+                    INT,
+                    "the listener's sk_drops (ss -m skmem d): SYNs and final ACKs it dropped since it was "
+                    "created, raised by tcp_listendrop() with the namespace's ListenDrops (empty: not shown "
+                    "by this kernel, or a run of contract 4 or older)",
+                    NONNEG,
+                    nullable=True,
+                ),
             ),
         ),
         Table(

@@ -9,6 +9,7 @@ import pandas as pd
 
 from .. import models
 from . import RunLike
+from .addresses import plain
 from .counters import per_sample
 
 LISTENER_KEY = ["netns", "laddr", "lport"]
@@ -252,3 +253,30 @@ def listeners_tracked(run: RunLike, netns: int) -> int:
     """How many listeners of a namespace the probe reported on."""
     ls = run.table("aq_listener")
     return int(ls.loc[ls["netns"] == netns, ["laddr", "lport"]].drop_duplicates().shape[0])
+
+
+def listener_drops(run: RunLike, netns: int, t0: float | None = None, t1: float | None = None) -> dict[str, int]:
+    """Each listener's own drops over the capture (or samples stamped in [t0, t1]), keyed by
+    "addr:port" in the plain address form: the rise of its sk_drops (ss -m), the kernel's own
+    per-listener count of SYNs and final ACKs it dropped. A counter that falls is a new socket
+    on the same address: it counts again from 0. Listeners whose drops were not recorded
+    (contract 4 and older, a kernel that shows no skmem d) are left out."""
+    ls = run.table("listeners")
+    ls = ls[(ls["netns"] == netns) & ls["drops"].notna()]
+    if t0 is not None:
+        ls = ls[ls["time_s"] >= t0]
+    if t1 is not None:
+        ls = ls[ls["time_s"] <= t1]
+    out: dict[str, int] = {}
+    for (laddr, lport), g in ls.groupby(["laddr", "lport"], sort=True):
+        drops = g.sort_values("time_s")["drops"].astype("int64")
+        step = drops.diff().iloc[1:]
+        rise = step.where(step >= 0, drops.iloc[1:])  # a new socket: all its drops are new
+        key = listener_key(str(laddr), int(lport))
+        out[key] = out.get(key, 0) + int(rise.sum())
+    return out
+
+
+def listener_key(laddr: str, lport: int) -> str:
+    """A listener's key in listener_drops()."""
+    return f"{plain(laddr)}:{int(lport)}"

@@ -1,7 +1,8 @@
 """accept_queue_overflow: a listener's accept queue filled and the kernel dropped connections.
 
 Chain: symptom (client connect latency / errors, SYN retransmits)
- -> counter (TcpExt.ListenOverflows delta in the listener's namespace)
+ -> counter (TcpExt.ListenOverflows delta in the listener's namespace; the listener's
+    own sk_drops from ss -m, which names a listener the probe did not see full)
  -> probe (intervals where depth > limit, max depth vs limit)
  -> cause (requested vs effective backlog and somaxconn; accept vs arrival; class)
  -> fix -> verification.
@@ -30,6 +31,8 @@ from ..derived.accept_queue import (
     AcceptRates,
     accept_rates,
     full_intervals,
+    listener_drops,
+    listener_key,
     listener_symptoms,
     listeners_tracked,
     near_full_listeners,
@@ -64,6 +67,7 @@ class _Namespace:
     full_events: dict[tuple[int, str, int], int]
     busy: bool  # more than one listener queued connections in the capture
     counted: bool  # ListenOverflows was captured in this namespace (sampled, and the counter listed)
+    drops: dict[str, int]  # each listener's own sk_drops rise ("addr:port"), where ss showed it
 
 
 @dataclass
@@ -209,6 +213,7 @@ def _counter_evidence(run: RunView, li: _Listener, window: dict[str, float]) -> 
         "listen_drops": total_delta(run, netns, "ListenDrops") if counted else None,
         "reqq_full_drop": total_delta(run, netns, "TCPReqQFullDrop") if counted else None,
         "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if counted else None,
+        "listener_drops": li.ns.drops.get(listener_key(li.laddr, li.lport)),
         **(_share_evidence(li.ns, li.key, li.interval) if counted and li.key in li.ns.full_times else {}),
     }
 
@@ -235,9 +240,10 @@ def _probe_evidence(li: _Listener) -> dict[str, Any]:
 
 
 def _status(counter_ev: dict[str, Any]) -> Status:
-    """Confirmed: the namespace's counter rose in this listener's full intervals. Suspected: the
-    counter could not say (not captured)."""
-    return "confirmed" if (counter_ev.get("listen_overflows_matched") or 0) > 0 else "suspected"
+    """Confirmed: the namespace's counter rose in this listener's full intervals, or the
+    listener's own drop counter rose. Suspected: the counters could not say (not captured)."""
+    matched = (counter_ev.get("listen_overflows_matched") or 0) > 0
+    return "confirmed" if matched or (counter_ev.get("listener_drops") or 0) > 0 else "suspected"
 
 
 def _classify(rows: pd.DataFrame) -> tuple[str, dict[str, Any]]:
@@ -385,6 +391,9 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
     li = _Listener(key, rows, full_intervals(rows), int(rows["limit"].max()), interval_s(run), ns)
     subject = _subject(run, li)
     probe_ev = _probe_evidence(li)
+    if key not in ns.full_times and ns.drops.get(listener_key(li.laddr, li.lport), 0) > 0:
+        # The probe did not see it full, the kernel's own per-listener counter says it dropped.
+        return _from_own_drops(run, ns, li.laddr, li.lport, probe_ev)
     if li.full.empty:
         chain = [Link("probe", "never_full", probe_ev), _counter_never_full(run, li)]
         return Finding(KIND, "absent", subject, chain=chain)
@@ -460,6 +469,68 @@ def _unattributed(run: RunView, inode: int, label: str, ns: _Namespace) -> Findi
     )
 
 
+# -- a listener named by its own drop counter ---------------------------------------------------
+
+
+def _own_drops_probe(run: RunView, probe_ev: dict[str, Any] | None) -> Link:
+    """What the probe saw of a listener its own counter names: not full, or nothing at all."""
+    if probe_ev is not None:
+        return Link("probe", "never_full", probe_ev)
+    status = run.probe_status("accept_queue")
+    return Link(
+        "probe",
+        "no_full_listener_seen",
+        {
+            "probe_status": status,
+            "reason": _unattributed_reason(status, [], [], interval_s(run))
+            if status != "ok"
+            else "listener_not_tracked",
+        },
+    )
+
+
+def _from_own_drops(run: RunView, ns: _Namespace, laddr: str, lport: int, probe_ev: dict[str, Any] | None) -> Finding:
+    """A listener whose own sk_drops rose while the probe did not see it full (a tier that misses
+    stalls, a probe that did not run, an interval too coarse): named from the kernel's own
+    per-listener counter; how it overflowed stays unclassified."""
+    own = ns.drops[listener_key(laddr, lport)]
+    subject = {"netns": ns.netns, "netns_label": run.netns_label(ns.netns), "laddr": laddr, "lport": lport,
+               **owner(run, ns.netns, lport)}  # fmt: skip
+    counter_ev = {
+        "netns_label": run.netns_label(ns.netns),
+        "listener_drops": own,
+        "listen_overflows": total_delta(run, ns.netns, "ListenOverflows") if ns.counted else None,
+        "listen_drops": total_delta(run, ns.netns, "ListenDrops") if ns.sampled else None,
+        "listeners_dropping": len([n for n in ns.drops.values() if n > 0]),
+    }
+    command = f"make capture NETNS={run.netns_label(ns.netns)} PROBES=accept_queue DURATION=60"
+    return Finding(
+        KIND,
+        "confirmed",
+        subject,
+        cause_class="unclassified",
+        chain=[
+            _symptom(run, ns.netns, laddr, lport),
+            Link("counter", "listener_drops", counter_ev),
+            _own_drops_probe(run, probe_ev),
+            Link("cause", "unclassified", {"listener_drops": own}),
+            Link("fix", "unclassified", {"command": command}),
+            Link("verification", "rerun", {"command": command, "expect_listen_overflows": 0}),
+        ],
+    )
+
+
+def _unseen_by_probe(run: RunView, ns: _Namespace, mine: dict[tuple[int, str, int], pd.DataFrame]) -> list[Finding]:
+    """Listeners whose own drops rose and that the probe never reported on at all."""
+    seen = {listener_key(k[1], k[2]) for k in mine}
+    out = []
+    for key, n in sorted(ns.drops.items()):
+        if n > 0 and key not in seen:
+            laddr, _, lport = key.rpartition(":")
+            out.append(_from_own_drops(run, ns, laddr, int(lport), None))
+    return out
+
+
 def _namespace(run: RunView, inode: int, mine: dict[tuple[int, str, int], pd.DataFrame]) -> _Namespace:
     """A namespace's overflow samples, and its listeners implicated in them: seen full in the
     intervals where the counter rose (or seen full at all when the counter was not captured: then
@@ -482,6 +553,7 @@ def _namespace(run: RunView, inode: int, mine: dict[tuple[int, str, int], pd.Dat
         full_events={k: int(mine[k]["full_events"].sum()) for k in implicated},
         busy=sum(int(g["enqueues"].sum()) > 0 for g in mine.values()) > 1,
         counted=counted,
+        drops=listener_drops(run, inode) if is_sampled else {},
     )
 
 
@@ -494,8 +566,11 @@ def _evaluate(run: RunView) -> list[Finding]:
         mine = {k: g for k, g in groups.items() if k[0] == inode}
         ns = _namespace(run, inode, mine)
         out.extend(_evaluate_listener(run, key, grp, ns) for key, grp in mine.items())
-        # Overflows counted where the probe saw no listener full: unattributed, with the reason.
-        if not ns.full_times and ns.overflows.sum() > 0:
+        out.extend(_unseen_by_probe(run, ns, mine))
+        # Overflows counted where neither the probe nor a listener's own counter named a
+        # listener: unattributed, with the reason.
+        named = any(f.is_finding and f.subject.get("netns") == inode for f in out)
+        if not ns.full_times and ns.overflows.sum() > 0 and not named:
             out.append(_unattributed(run, inode, labels.get(inode, str(inode)), ns))
     return out
 

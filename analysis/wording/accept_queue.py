@@ -21,6 +21,7 @@ CAUSES = {
     "sizing": "backlog too small for the bursts (sizing)",
     "stall": "the application stopped calling accept() (stall)",
     "capacity": "arrivals outran the accept path (capacity)",
+    "unclassified": "the listener's own counter says it dropped; how it overflowed was not seen (unclassified)",
 }
 
 TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
@@ -69,6 +70,14 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(" {share_text}"),
     ),
     ("counter", "no_overflows"): ("Kernel counter: ListenOverflows did not move.",),
+    ("counter", "listener_drops"): (
+        "Kernel counter: this listener's own drop counter (sk_drops, ss -m) rose by {listener_drops}",
+        Opt("; TcpExt.ListenOverflows in {netns_label} rose by {listen_overflows}"),
+        Opt(", ListenDrops by {listen_drops}"),
+        Opt(" ({listeners_dropping} listener(s) of the namespace dropped)"),
+        ". The kernel counts every SYN and final ACK a listener drops on that listener: "
+        "no other listener's drops are in it.",
+    ),
     ("counter", "overflows_not_here"): (
         "Kernel counter: TcpExt.ListenOverflows",
         Opt(" in {netns_label}"),
@@ -128,6 +137,15 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "rose, so no listener is named: {reason_text}.",
         Opt(" Listeners ss showed above their limit: {ss_full_listeners}."),
         Opt(" Listeners the probe saw one short of full then: {near_full_listeners}."),
+    ),
+    ("cause", "unclassified"): (
+        "Cause: the listener dropped {listener_drops} connection attempts, by its own counter; whether bursts "
+        "outgrew its backlog (sizing), the application stopped accepting (stall) or arrivals outran it "
+        "(capacity) needs the probe's per-interval depth, which this capture does not have for it.",
+    ),
+    ("fix", "unclassified"): (
+        "Fix: nothing blind. Capture with the accept-queue probe (`{command}`) to see how it overflows, then "
+        "apply that cause's fix; raising the backlog cures only bursts.",
     ),
     ("fix", "sizing"): (
         "Fix: raise the listen() backlog",

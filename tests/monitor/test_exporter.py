@@ -41,7 +41,7 @@ def _stream(raw: bytes, family: str, *extra: str, chunk: int = 4096) -> tuple[Cs
 def _totals(family: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """(record, column) the probe prints as totals, and those it fills with max() (a running
     value, not a count), read from its source."""
-    found = re.findall(r"@([a-z0-9_]+?)__([a-z0-9_]+)\[[^\]]*\]\s*=\s*(\w+)", _source(family).read_text())
+    found = re.findall(r"@([a-z0-9_]+?)__([a-z0-9_]+)\[[^\]]*\]\s*\+?=\s*([\w$]+)", _source(family).read_text())
     return {(r, c) for r, c, _ in found}, {(r, c) for r, c, fn in found if fn == "max"}
 
 
@@ -78,6 +78,10 @@ def test_stream_mode_gives_the_rows_file_mode_gives(raw: Path, tmp_path: Path) -
     assert reader.started == (b".bt schema=" in raw.read_bytes())
 
 
+def _contract(raw: Path) -> int:
+    return int(json.loads((raw.parent / "metadata.json").read_text())["data_contract"])
+
+
 @pytest.mark.parametrize("raw", RAW, ids=IDS)
 def test_object_tables_from_the_stream_are_the_old_parsers(raw: Path) -> None:
     """The exporter's consumption of the stream's rows (--only the records it uses) gives
@@ -91,6 +95,12 @@ def test_object_tables_from_the_stream_are_the_old_parsers(raw: Path) -> None:
     assert {rec for rec, _ in got} <= set(rows.ROWS_USED)
     t = objects.Tables(100_000, 600)
     golden = GOLDEN.get(f"{raw.parent.name}/{raw.name}")
+    if golden is None and _contract(raw) >= 5:
+        # Captured after the golden file was made: the rows are consumed without error.
+        for rec, row in got:
+            rows.ROWS_USED[rec](t, row, 0.0, 1)
+        assert t.fams, "no object from a capture of today's probes"
+        return
     if golden is None:
         with pytest.raises(KeyError):
             for rec, row in got:

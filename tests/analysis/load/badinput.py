@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.contract import LEGACY_TABLES, TABLES
+from analysis.contract import CONTRACT_VERSION, LEGACY_TABLES, TABLES
 
 SIZING = "accept-overflow-sizing"
 TW = "time-wait-exhaust"
@@ -540,7 +540,7 @@ def corpus() -> list[Case]:
     add("schema_version string", SIZING, meta_set(("schema_version",), "1"), "error")
     add("schema_version missing", SIZING, meta_del(("schema_version",)), "error")
     add("data_contract 1", SIZING, meta_set(("data_contract",), 1), "error")
-    add("data_contract 5", SIZING, meta_set(("data_contract",), 5), "error")
+    add("data_contract next", SIZING, meta_set(("data_contract",), CONTRACT_VERSION + 1), "error")
     add("data_contract string", SIZING, meta_set(("data_contract",), "2"), "error")
     add("data_contract missing", SIZING, meta_del(("data_contract",)), "error")
 
