@@ -166,8 +166,22 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
     """One A/B case: its numbers into summary, its table line returned."""
     base = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "base"}
     with_ = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "with"}
-    ratios = [with_[p]["rps"] / base[p]["rps"] for p in sorted(base) if p in with_ and base[p]["rps"] > 0]
+    # The with-capture runs' wrk requests: every per-connection figure divides by them.
     reqs = sum(with_[p].get("requests", 0) for p in with_)
+    cs = case_numbers(c, base, with_, reqs)
+    summary["cases"][c] = cs
+    line = case_line(c, cs)
+    agg = program_totals(with_)
+    summary["programs"].extend(program_rows(c, agg, reqs))
+    misses = case_recursion_misses(agg, with_)
+    if misses is not None:
+        summary["recursion_misses"][c] = misses
+    return line
+
+
+def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: int) -> dict[str, Any]:
+    """A case's with/base throughput ratios per pair, BPF time per connection and start-up times."""
+    ratios = [with_[p]["rps"] / base[p]["rps"] for p in sorted(base) if p in with_ and base[p]["rps"] > 0]
     ns = sum(with_[p].get("bpf_ns", 0) for p in with_)
     us_conn = ns / reqs / 1000 if reqs and c != "samplers" else None
     us_pairs = [
@@ -176,7 +190,7 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
         if with_[p].get("requests") and "bpf_ns" in with_[p]
     ]
     starts = [with_[p]["startup_s"] for p in with_ if "startup_s" in with_[p]]
-    cs = {
+    return {
         "pairs": len(ratios),
         "ratios": ratios,
         "ratio_median": statistics.median(ratios) if ratios else None,
@@ -191,14 +205,22 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
         "socket_errors": sum(r.get("socket_errors", 0) for r in list(base.values()) + list(with_.values())),
         "bpf_stats_off_runs": sum(1 for r in with_.values() if r.get("bpf_stats_on") is False),
     }
-    summary["cases"][c] = cs
-    line = (
+
+
+def case_line(c: str, cs: dict[str, Any]) -> str:
+    """A case's line in the A/B table (the columns of summarize's header)."""
+    ratios, starts = cs["ratios"], cs["startup_s"]
+    us_conn, us_pairs = cs["bpf_us_per_conn"], cs["bpf_us_per_conn_pairs"]
+    return (
         f"{c:<14}{len(ratios):>6}{(format(cs['ratio_median'], '.3f') + TIMES) if ratios else '-':>14}"
         f"  {fmt_range(ratios):<14}{cs['base_rps_median'] or 0:>11.0f}{cs['with_rps_median'] or 0:>11.0f}"
         f"  {(format(us_conn, '.2f') + ' (' + fmt_range(us_pairs, '{:.1f}') + ')') if us_conn is not None else '-':<22}"
         f"{(format(cs['startup_s_median'], '.1f') + ' (' + fmt_range(starts, '{:.1f}') + ')') if starts else '-'}"
     )
-    # Per program, summed over the pairs.
+
+
+def program_totals(with_: dict[int, dict]) -> dict[tuple[str, str, str], dict[str, int]]:
+    """Per program (family, name, tracepoint): events, ns and recursion misses summed over the pairs."""
     agg: dict[tuple[str, str, str], dict[str, int]] = {}
     for r in with_.values():
         for p in r.get("programs", []):
@@ -207,21 +229,30 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
             e["events"] += p["events"]
             e["ns"] += p["ns"]
             e["recursion_misses"] += p["recursion_misses"]
-    for (fam, name, tp), e in sorted(agg.items(), key=lambda kv: -kv[1]["ns"]):
-        summary["programs"].append(
-            {
-                "case": c,
-                "family": fam,
-                "program": name,
-                "tracepoint": tp,
-                "events": e["events"],
-                "ns": e["ns"],
-                "ns_per_event": e["ns"] / e["events"] if e["events"] else None,
-                "events_per_conn": e["events"] / reqs if reqs else None,
-                "us_per_conn": e["ns"] / reqs / 1000 if reqs else None,
-                "recursion_misses": e["recursion_misses"],
-            }
-        )
+    return agg
+
+
+def program_rows(c: str, agg: dict[tuple[str, str, str], dict[str, int]], reqs: int) -> list[dict[str, Any]]:
+    """A case's programs for summary["programs"], the costliest first, per event and per connection."""
+    return [
+        {
+            "case": c,
+            "family": fam,
+            "program": name,
+            "tracepoint": tp,
+            "events": e["events"],
+            "ns": e["ns"],
+            "ns_per_event": e["ns"] / e["events"] if e["events"] else None,
+            "events_per_conn": e["events"] / reqs if reqs else None,
+            "us_per_conn": e["ns"] / reqs / 1000 if reqs else None,
+            "recursion_misses": e["recursion_misses"],
+        }
+        for (fam, name, tp), e in sorted(agg.items(), key=lambda kv: -kv[1]["ns"])
+    ]
+
+
+def case_recursion_misses(agg: dict[tuple[str, str, str], dict[str, int]], with_: dict[int, dict]) -> dict | None:
+    """Recursion misses per family in the wrk windows and over whole captures; None when there were none."""
     miss: dict[str, int] = {}
     for (fam, _, _), e in agg.items():
         miss[fam] = miss.get(fam, 0) + e["recursion_misses"]
@@ -231,8 +262,8 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
             if v is not None:
                 cap[fam] = cap.get(fam, 0) + v
     if miss or cap:
-        summary["recursion_misses"][c] = {"wrk_windows": miss, "whole_captures": cap}
-    return line
+        return {"wrk_windows": miss, "whole_captures": cap}
+    return None
 
 
 def program_lines(summary: dict[str, Any], ab_cases: list[str]) -> list[str]:

@@ -90,34 +90,56 @@ def saturation_model(
     if cause_class == "stall":
         return {"kind": "not_applicable"}
     k = models.accept_queue_capacity(limit)
+    win, basis = _attempt_window(run, netns, t0, t1, interval, own)
+    if cause_class == "sizing":
+        return _burst_model(win, k, basis)
+    return _mm1k_model(win, full, k, interval, basis)
+
+
+def _attempt_window(
+    run: RunLike, netns: int, t0: float, t1: float, interval: int, own: pd.DataFrame | None
+) -> tuple[pd.DataFrame, str]:
+    """PassiveOpens and ListenOverflows per counter sample over the window, and what the opens count."""
     win = per_sample(run, netns, ["PassiveOpens", "ListenOverflows"])
     win = win[(win.index > t0) & (win.index <= t1 + interval + 0.5)]
-    basis = "namespace PassiveOpens"
-    if own is not None:
-        times = own["time_s"].to_numpy(dtype=float)
-        enq = own["enqueues"].to_numpy(dtype=float)
-        win = win.copy()
-        win["PassiveOpens"] = [
-            int(enq[(times < s) & (times >= s - interval)].sum()) for s in win.index.to_numpy(dtype=float)
-        ]
-        basis = "this listener's enqueues (probe)"
+    if own is None:
+        return win, "namespace PassiveOpens"
+    times = own["time_s"].to_numpy(dtype=float)
+    enq = own["enqueues"].to_numpy(dtype=float)
+    win = win.copy()
+    win["PassiveOpens"] = [
+        int(enq[(times < s) & (times >= s - interval)].sum()) for s in win.index.to_numpy(dtype=float)
+    ]
+    return win, "this listener's enqueues (probe)"
+
+
+def _attempts_and_measured_pct(win: pd.DataFrame) -> tuple[int, float | None]:
+    """Connection attempts (opens + overflows) in these samples, and the share that overflowed, in percent."""
     overflows, opens = int(win["ListenOverflows"].sum()), int(win["PassiveOpens"].sum())
     attempts = overflows + opens
-    measured_pct = round(100 * overflows / attempts, 1) if attempts else None
-    if cause_class == "sizing":
-        # Every connection is passively opened once, whatever its retries, so
-        # the busiest interval's opens bound a burst from below (retries
-        # spread the rest of a burst over the following intervals).
-        burst = int(win["PassiveOpens"].max()) if len(win) else 0
-        lost = max(burst - k, 0)
-        return {
-            "kind": "burst",
-            "burst": burst,
-            "capacity_k": k,
-            "predicted_pct": round(100 * lost / burst, 1) if burst else None,
-            "measured_pct": measured_pct,
-            "opens_basis": basis,
-        }
+    return attempts, round(100 * overflows / attempts, 1) if attempts else None
+
+
+def _burst_model(win: pd.DataFrame, k: int, basis: str) -> dict[str, Any]:
+    """sizing: a burst of B new connections into room for K loses B - K first attempts."""
+    _, measured_pct = _attempts_and_measured_pct(win)
+    # Every connection is passively opened once, whatever its retries, so
+    # the busiest interval's opens bound a burst from below (retries
+    # spread the rest of a burst over the following intervals).
+    burst = int(win["PassiveOpens"].max()) if len(win) else 0
+    lost = max(burst - k, 0)
+    return {
+        "kind": "burst",
+        "burst": burst,
+        "capacity_k": k,
+        "predicted_pct": round(100 * lost / burst, 1) if burst else None,
+        "measured_pct": measured_pct,
+        "opens_basis": basis,
+    }
+
+
+def _mm1k_model(win: pd.DataFrame, full: pd.DataFrame, k: int, interval: int, basis: str) -> dict[str, Any]:
+    """capacity: M/M/1/K over the intervals that overflowed and ended with a queue."""
     # The accept loop was busy throughout the intervals that overflowed and
     # still ended with a queue: their accept counts are its service rate, and
     # the kernel's counters over the same seconds give the attempt rate and
@@ -129,10 +151,7 @@ def saturation_model(
     mu = float(busy["accepted"].mean()) / interval if not busy.empty else 0.0
     b0, b1 = float(busy["time_s"].min()) - interval, float(busy["time_s"].max())
     steady = win[(win.index > b0) & (win.index <= b1 + 0.5)]
-    if len(steady):
-        overflows, opens = int(steady["ListenOverflows"].sum()), int(steady["PassiveOpens"].sum())
-        attempts = overflows + opens
-        measured_pct = round(100 * overflows / attempts, 1) if attempts else None
+    attempts, measured_pct = _attempts_and_measured_pct(steady if len(steady) else win)
     seconds = max(float(len(steady) if len(steady) else len(win)) * interval, interval)
     lam = attempts / seconds
     pred = models.mm1k(lam, mu, k)

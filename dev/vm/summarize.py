@@ -33,82 +33,115 @@ def load(p: Path):
 
 
 def target_rows(d: Path) -> tuple[list[dict], list[str]]:
-    problems: list[str] = []
+    """One target directory's rows, a family each, and the checks that failed on it."""
     doctor = load(d / "doctor.json") or {}
-    kernel = doctor.get("kernel", "?")
-    bpftrace = (doctor.get("bpftrace_version") or "?").lstrip("v")
-    tiers: dict[str, dict] = {}
-    if (d / "tiers.tsv").is_file():
-        with open(d / "tiers.tsv") as f:
-            tiers = {r["file"]: r for r in csv.DictReader(f, delimiter="\t")}
-    for name, r in tiers.items():
-        if r["predicted_runnable"] != r["attached"]:
-            problems.append(
-                f"{d.name}: {name} predicted runnable={r['predicted_runnable']}"
-                f" but attached={r['attached']} ({r['error']})"
-            )
+    # The columns every row of this target starts with.
+    target = {
+        "target": d.name,
+        "kernel": doctor.get("kernel", "?"),
+        "bpftrace": (doctor.get("bpftrace_version") or "?").lstrip("v"),
+    }
+    tiers = read_tiers(d)
+    problems = tier_problems(d, tiers)
+    labs = read_labs(d)
+    rows = []
+    # Scenarios ran for the families the suite was asked for (families.txt); every
+    # probe file was still started alone (tiers.tsv, above).
+    asked = (d / "families.txt").read_text().split() if (d / "families.txt").is_file() else list(EXPECTED)
+    for fam in EXPECTED:
+        if fam not in asked:
+            continue
+        row, fam_problems = family_row(d, fam, target, doctor, tiers, labs)
+        rows.append(row)
+        problems += fam_problems
+    return rows, problems
+
+
+def read_tiers(d: Path) -> dict[str, dict]:
+    """tiers.tsv by tier file: each probe file started alone, predicted runnable and attached."""
+    if not (d / "tiers.tsv").is_file():
+        return {}
+    with open(d / "tiers.tsv") as f:
+        return {r["file"]: r for r in csv.DictReader(f, delimiter="\t")}
+
+
+def tier_problems(d: Path, tiers: dict[str, dict]) -> list[str]:
+    """The tier files that attached where doctor said they would not, or the other way round."""
+    return [
+        f"{d.name}: {name} predicted runnable={r['predicted_runnable']} but attached={r['attached']} ({r['error']})"
+        for name, r in tiers.items()
+        if r["predicted_runnable"] != r["attached"]
+    ]
+
+
+def read_labs(d: Path) -> dict[str, dict]:
+    """labs.tsv by family: the lab run for it, its exit code and its seconds."""
     labs: dict[str, dict] = {}
     if (d / "labs.tsv").is_file():
         with open(d / "labs.tsv") as f:
             for row in csv.reader(f, delimiter="\t"):
                 labs[row[0]] = {"lab": row[1], "rc": row[2], "seconds": row[3]}
-    rows = []
-    # Scenarios ran for the families the suite was asked for (families.txt); every
-    # probe file was still started alone (tiers.tsv, above).
-    asked = (d / "families.txt").read_text().split() if (d / "families.txt").is_file() else list(EXPECTED)
-    for fam, (scenario, kind) in EXPECTED.items():
-        if fam not in asked:
-            continue
-        predicted = ((doctor.get("families") or {}).get(fam) or {}).get("file")
-        run = d / "runs" / fam
-        meta = load(run / "metadata.json") or {}
-        ran = (meta.get("probes") or {}).get(fam) or {}
-        ran_file = ran.get("file")
-        verdicts = load(run / "verdicts.json")
-        verdict = "no run"
-        ok = False
-        if verdicts is not None:
-            found = [f for f in verdicts.get("findings", []) if f.get("kind") == kind]
-            verdict = f"{kind} {found[0].get('status')}" if found else "no finding"
-            ok = bool(found) and found[0].get("status") == "confirmed"
-        elif fam in labs:
-            verdict = f"lab exit {labs[fam]['rc']}"
-        if not ok:
-            problems.append(f"{d.name}: {fam}: expected {kind} confirmed, got {verdict}")
-        pred_ok = predicted is not None and ran_file is not None and Path(ran_file).name == Path(predicted).name
-        if not pred_ok:
-            problems.append(f"{d.name}: {fam}: doctor predicted {predicted}, capture ran {ran_file}")
-        cost = "-"
-        stats = load(d / f"bpfstats-{fam}.json") or {}
-        # Event programs only: the interval program (perf_event) prints, it is not per event.
-        progs = {
-            k: v
-            for k, v in stats.get(Path(ran_file).name if ran_file else "", {}).items()
-            if not k.startswith("perf_event:")
-        }
-        cnt = sum(p["run_cnt"] for p in progs.values())
-        ns = sum(p["run_time_ns"] for p in progs.values())
-        if cnt:
-            cost = f"{ns / cnt:.0f} ns x {cnt}"
-        copied = tiers.get(Path(ran_file).name if ran_file else "", {})
-        rows.append(
-            {
-                "target": d.name,
-                "kernel": kernel,
-                "bpftrace": bpftrace,
-                "family": fam,
-                "tier_file": Path(ran_file).name if ran_file else "-",
-                "tier": ran.get("tier") or "-",
-                "predicted": "yes" if pred_ok else f"no ({predicted})",
-                "copied_alone_attached": copied.get("attached", "-"),
-                "scenario": scenario,
-                "verdict": verdict,
-                "verdict_ok": ok,
-                "lab_seconds": labs.get(fam, {}).get("seconds", "-"),
-                "cost_per_event": cost,
-            }
-        )
-    return rows, problems
+    return labs
+
+
+def family_row(
+    d: Path, fam: str, target: dict, doctor: dict, tiers: dict[str, dict], labs: dict[str, dict]
+) -> tuple[dict, list[str]]:
+    """One family's row on a target, and its failed checks: the finding expected, the tier file predicted."""
+    scenario, kind = EXPECTED[fam]
+    problems: list[str] = []
+    predicted = ((doctor.get("families") or {}).get(fam) or {}).get("file")
+    run = d / "runs" / fam
+    meta = load(run / "metadata.json") or {}
+    ran = (meta.get("probes") or {}).get(fam) or {}
+    ran_file = ran.get("file")
+    verdict, ok = family_verdict(run, kind, labs.get(fam))
+    if not ok:
+        problems.append(f"{d.name}: {fam}: expected {kind} confirmed, got {verdict}")
+    pred_ok = predicted is not None and ran_file is not None and Path(ran_file).name == Path(predicted).name
+    if not pred_ok:
+        problems.append(f"{d.name}: {fam}: doctor predicted {predicted}, capture ran {ran_file}")
+    copied = tiers.get(Path(ran_file).name if ran_file else "", {})
+    row = {
+        **target,
+        "family": fam,
+        "tier_file": Path(ran_file).name if ran_file else "-",
+        "tier": ran.get("tier") or "-",
+        "predicted": "yes" if pred_ok else f"no ({predicted})",
+        "copied_alone_attached": copied.get("attached", "-"),
+        "scenario": scenario,
+        "verdict": verdict,
+        "verdict_ok": ok,
+        "lab_seconds": labs.get(fam, {}).get("seconds", "-"),
+        "cost_per_event": cost_per_event(d, fam, ran_file),
+    }
+    return row, problems
+
+
+def family_verdict(run: Path, kind: str, lab: dict | None) -> tuple[str, bool]:
+    """What the analysis said of the expected finding, else how the lab ended; True when it is confirmed."""
+    verdicts = load(run / "verdicts.json")
+    if verdicts is not None:
+        found = [f for f in verdicts.get("findings", []) if f.get("kind") == kind]
+        verdict = f"{kind} {found[0].get('status')}" if found else "no finding"
+        return verdict, bool(found) and found[0].get("status") == "confirmed"
+    if lab is not None:
+        return f"lab exit {lab['rc']}", False
+    return "no run", False
+
+
+def cost_per_event(d: Path, fam: str, ran_file: str | None) -> str:
+    """The probe's mean in-kernel time per event and the event count (bpfstats), or "-" when none ran."""
+    stats = load(d / f"bpfstats-{fam}.json") or {}
+    # Event programs only: the interval program (perf_event) prints, it is not per event.
+    progs = {
+        k: v
+        for k, v in stats.get(Path(ran_file).name if ran_file else "", {}).items()
+        if not k.startswith("perf_event:")
+    }
+    cnt = sum(p["run_cnt"] for p in progs.values())
+    ns = sum(p["run_time_ns"] for p in progs.values())
+    return f"{ns / cnt:.0f} ns x {cnt}" if cnt else "-"
 
 
 def main() -> int:

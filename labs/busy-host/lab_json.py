@@ -33,90 +33,10 @@ def declared(a: dict[str, str], server_pids: dict[str, int]) -> dict[str, Any]:
     fault = a["fault"]
     srv_ip, cli_ip = a["srv_ip"], a["cli_ip"]
     n = {k: int(a[k]) for k in a if k.endswith(("_port", "_cport")) or k in ("backlog", "burst", "loss_pct")}
-    listeners = [
-        {
-            "name": "small",
-            "port": n["small_port"],
-            "backlog": n["backlog"],
-            "accept_delay": "2ms",
-            "burst": n["burst"],
-            "burst_every_s": 1,
-            "load": f"bursts of {a['burst']} every 1s",
-            "faulty": fault == "listener",
-        },
-        {
-            "name": "heavy",
-            "port": n["heavy_port"],
-            "backlog": 4096,
-            "load": f"{a['heavy_rate']} conn/s",
-            "faulty": False,
-        },
-        {"name": "idle", "port": n["idle_port"], "backlog": 128, "load": "none", "faulty": False},
-        {
-            "name": "exhaust",
-            "port": n["exhaust_port"],
-            "backlog": 4096,
-            "load": f"{a['exhaust_rate']} conn/s, client closes first",
-            "faulty": False,
-        },
-        {
-            "name": "light",
-            "port": n["light_port"],
-            "backlog": 4096,
-            "load": f"{a['light_rate']} conn/s, client closes first",
-            "faulty": False,
-        },
-    ]
-    flows = [
-        {
-            "name": "lossy",
-            "laddr": cli_ip,
-            "lport": n["lossy_cport"],
-            "raddr": srv_ip,
-            "rport": n["lossy_port"],
-            "rate": a["lossy_rate"],
-            "loss_pct": n["loss_pct"],
-            "faulty": fault == "flow",
-        },
-        {
-            "name": "clean",
-            "laddr": cli_ip,
-            "lport": n["clean_cport"],
-            "raddr": srv_ip,
-            "rport": n["clean_port"],
-            "rate": a["clean_rate"],
-            "loss_pct": 0,
-            "faulty": False,
-        },
-    ]
-    endpoints = [
-        {
-            "name": "exhaust",
-            "raddr": srv_ip,
-            "rport": n["exhaust_port"],
-            "rate_per_s": raw(a["exhaust_rate"]),
-            "faulty": fault == "ports",
-        },
-        {
-            "name": "light",
-            "raddr": srv_ip,
-            "rport": n["light_port"],
-            "rate_per_s": raw(a["light_rate"]),
-            "faulty": False,
-        },
-    ]
-    threads = []
-    for i in range(int(a["loops"])):
-        threads.append(
-            {
-                "index": i,
-                "comm": f"loop{i}",
-                "port": n["loop_port"] + i,
-                "work": a["hot_work"] if i == 0 else a["loop_work"],
-                "wrk_connections": 8 if i == 0 else 2 if i == 1 else 0,
-                "faulty": fault == "loop" and i == 0,
-            }
-        )
+    listeners = declared_listeners(a, n)
+    flows = declared_flows(a, n)
+    endpoints = declared_endpoints(a, n)
+    threads = declared_loop_threads(a, n)
     return {
         "lab": "busy-host",
         "variant": a["variant"],
@@ -146,6 +66,107 @@ def declared(a: dict[str, str], server_pids: dict[str, int]) -> dict[str, Any]:
         },
         "command": f"make lab LAB=busy-host VARIANT={a['variant']}",
     }
+
+
+def declared_listeners(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]:
+    """The five listeners (n: the integer arguments); "small" is the faulty one under fault=listener."""
+    return [
+        {
+            "name": "small",
+            "port": n["small_port"],
+            "backlog": n["backlog"],
+            "accept_delay": "2ms",
+            "burst": n["burst"],
+            "burst_every_s": 1,
+            "load": f"bursts of {a['burst']} every 1s",
+            "faulty": a["fault"] == "listener",
+        },
+        {
+            "name": "heavy",
+            "port": n["heavy_port"],
+            "backlog": 4096,
+            "load": f"{a['heavy_rate']} conn/s",
+            "faulty": False,
+        },
+        {"name": "idle", "port": n["idle_port"], "backlog": 128, "load": "none", "faulty": False},
+        {
+            "name": "exhaust",
+            "port": n["exhaust_port"],
+            "backlog": 4096,
+            "load": f"{a['exhaust_rate']} conn/s, client closes first",
+            "faulty": False,
+        },
+        {
+            "name": "light",
+            "port": n["light_port"],
+            "backlog": 4096,
+            "load": f"{a['light_rate']} conn/s, client closes first",
+            "faulty": False,
+        },
+    ]
+
+
+def declared_flows(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]:
+    """The two iperf3 flows, client to server; "lossy" is the faulty one under fault=flow."""
+    return [
+        {
+            "name": "lossy",
+            "laddr": a["cli_ip"],
+            "lport": n["lossy_cport"],
+            "raddr": a["srv_ip"],
+            "rport": n["lossy_port"],
+            "rate": a["lossy_rate"],
+            "loss_pct": n["loss_pct"],
+            "faulty": a["fault"] == "flow",
+        },
+        {
+            "name": "clean",
+            "laddr": a["cli_ip"],
+            "lport": n["clean_cport"],
+            "raddr": a["srv_ip"],
+            "rport": n["clean_port"],
+            "rate": a["clean_rate"],
+            "loss_pct": 0,
+            "faulty": False,
+        },
+    ]
+
+
+def declared_endpoints(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]:
+    """The two connecting clients' endpoints; "exhaust" is the faulty one under fault=ports."""
+    return [
+        {
+            "name": "exhaust",
+            "raddr": a["srv_ip"],
+            "rport": n["exhaust_port"],
+            "rate_per_s": raw(a["exhaust_rate"]),
+            "faulty": a["fault"] == "ports",
+        },
+        {
+            "name": "light",
+            "raddr": a["srv_ip"],
+            "rport": n["light_port"],
+            "rate_per_s": raw(a["light_rate"]),
+            "faulty": False,
+        },
+    ]
+
+
+def declared_loop_threads(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]:
+    """The loop server's threads; loop0 is the hot one, the faulty one under fault=loop."""
+    threads = []
+    for i in range(int(a["loops"])):
+        threads.append(
+            {
+                "index": i,
+                "comm": f"loop{i}",
+                "port": n["loop_port"] + i,
+                "work": a["hot_work"] if i == 0 else a["loop_work"],
+                "wrk_connections": 8 if i == 0 else 2 if i == 1 else 0,
+                "faulty": a["fault"] == "loop" and i == 0,
+            }
+        )
+    return threads
 
 
 def load(p: Path) -> Any:
