@@ -4,6 +4,11 @@
 PACK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PACK_ROOT
 
+# The bpftrace to run: BPFTRACE=/path/to/bpftrace (or dev/bpftrace-chroot, Debian 13's 0.23
+# on this kernel) for another version than the one on PATH.
+BPFTRACE=${BPFTRACE:-bpftrace}
+export BPFTRACE
+
 # --- The probe families: probes/families.conf, the pack's one registry ----------
 FAMILIES_CONF="$PACK_ROOT/probes/families.conf"
 # Every family, in the registry's order, one a line.

@@ -87,7 +87,7 @@ def spawn(p: Probe, parser: Path, only: list[str], err: Path) -> None:
     p.err_path = err
     with open(err, "wb") as fh:
         p.proc = subprocess.Popen(
-            ["bpftrace", str(p.file), str(p.interval)],
+            [os.environ.get("BPFTRACE", "bpftrace"), str(p.file), str(p.interval)],
             stdout=subprocess.PIPE,
             stderr=fh,
             stdin=subprocess.DEVNULL,
