@@ -9,6 +9,14 @@ export PACK_ROOT
 BPFTRACE=${BPFTRACE:-bpftrace}
 export BPFTRACE
 
+# Point runs/NAME (latest, latest-compare, ...) at DIR: the newest run of its kind a person
+# made, for make report and the notebooks. Not when TQ_NO_LATEST is set: the test suite's
+# runs live in folders it deletes, and a driver's inner runs are not what a person asked for.
+point_latest() {
+	[[ -z ${TQ_NO_LATEST:-} ]] || return 0
+	mkdir -p "$PACK_ROOT/runs" && ln -sfn "$2" "$PACK_ROOT/runs/$1"
+}
+
 # --- The probe families: probes/families.conf, the pack's one registry ----------
 FAMILIES_CONF="$PACK_ROOT/probes/families.conf"
 # Every family, in the registry's order, one a line.
