@@ -299,3 +299,23 @@ def listener_drops(run: RunLike, netns: int, t0: float | None = None, t1: float 
 def listener_key(laddr: str, lport: int) -> str:
     """A listener's key in listener_drops()."""
     return f"{plain(laddr)}:{int(lport)}"
+
+
+def limit_in_force(rows: pd.DataFrame, full: pd.DataFrame) -> int:
+    """The accept-queue limit when the queue overflowed: the one most of the full intervals had
+    (an application may change it while it runs: memcached calls listen(fd, 0) at its connection
+    limit, nginx on reload); the last one seen when it was never full."""
+    limits = (full if not full.empty else rows.tail(1))["limit"]
+    return int(limits.mode().min())
+
+
+def limit_changes(rows: pd.DataFrame, start: float) -> list[dict[str, float | int]]:
+    """Each change of a listener's limit between its probe intervals: when (seconds into the
+    capture), from and to."""
+    rows = rows.sort_values("time_s")
+    limits = rows["limit"].astype("int64")
+    moved = limits.ne(limits.shift()) & limits.shift().notna()
+    return [
+        {"at_rel_s": round(float(t) - start, 1), "from": int(a), "to": int(b)}
+        for t, a, b in zip(rows["time_s"][moved], limits.shift()[moved], limits[moved], strict=True)
+    ]

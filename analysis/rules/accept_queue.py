@@ -31,6 +31,8 @@ from ..derived.accept_queue import (
     AcceptRates,
     accept_rates,
     full_intervals,
+    limit_changes,
+    limit_in_force,
     listener_drops,
     listener_key,
     listener_symptoms,
@@ -388,9 +390,12 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
     """Absent when the queue was never full, or full while the captured counter did not rise then;
     else the whole chain."""
     rows = rows.sort_values("time_s")
-    li = _Listener(key, rows, full_intervals(rows), int(rows["limit"].max()), interval_s(run), ns)
+    full = full_intervals(rows)
+    li = _Listener(key, rows, full, limit_in_force(rows, full), interval_s(run), ns)
     subject = _subject(run, li)
     probe_ev = _probe_evidence(li)
+    if changes := limit_changes(li.rows, run.start):
+        probe_ev["limit_changes"] = changes  # the limit in force at the overflow is li.limit
     if key not in ns.full_times and ns.drops.get(listener_key(li.laddr, li.lport), 0) > 0:
         # The probe did not see it full, the kernel's own per-listener counter says it dropped.
         return _from_own_drops(run, ns, li.laddr, li.lport, probe_ev)

@@ -95,6 +95,10 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt("; max depth {depth_max}"),
         Opt("; {enqueues} connections queued, {accepted} accepted"),
         ".",
+        Opt(
+            " The application changed the limit while it ran: {limit_changes_text}; {limit} was in force "
+            "when it overflowed."
+        ),
     ),
     ("probe", "never_full"): (
         "Probe: max depth {depth_max} against limit {limit} over {intervals_active} active intervals; never full.",
@@ -290,6 +294,11 @@ def _share_text(ev: Mapping[str, Any]) -> str:
 
 
 def _probe(link: Link, ev: dict[str, Any]) -> None:
+    changes = ev.get("limit_changes")
+    if changes:
+        ev["limit_changes_text"] = join_words(
+            [f"from {number(c['from'])} to {number(c['to'])} at {number(c['at_rel_s'])} s" for c in changes]
+        )
     if link.key != "no_full_listener_seen":
         return
     st = ev.get("probe_status")
