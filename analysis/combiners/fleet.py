@@ -10,6 +10,7 @@ the others are still judged. analysis/render/fleet.py writes fleet.md and fleet.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,6 @@ from typing import Any
 from analysis.families import FAMILY_OF_FINDING
 from analysis.findings import Finding
 from analysis.load import Run, RunDataError
-from analysis.render.outputs import check_outputs
 from analysis.rules import RULES, evaluate_all
 from analysis.wording import where
 
@@ -98,7 +98,16 @@ def _cell(run: Run, kind: str, findings: list[Finding]) -> Cell:
     return cell
 
 
-def judge(name: str, path: Path) -> Host:
+# What `report` checks before it writes into a run directory (analysis/render/outputs.py,
+# passed in by the fleet report so that this layer does not reach up into render).
+OutputsCheck = Callable[[Path], None]
+
+
+def _no_check(run_dir: Path) -> None:
+    return None
+
+
+def judge(name: str, path: Path, check_outputs: OutputsCheck = _no_check) -> Host:
     """One host's run judged like `analysis report` does; a broken or missing run is a failed capture."""
     host = Host(name)
     if not (path / "metadata.json").exists() and not (path / "metadata.json").is_symlink():
@@ -162,7 +171,7 @@ def shared(hosts: list[Host]) -> list[dict[str, Any]]:
     ]
 
 
-def judge_fleet(fleet_dir: Path) -> list[Host]:
+def judge_fleet(fleet_dir: Path, check_outputs: OutputsCheck = _no_check) -> list[Host]:
     """Every host of a fleet directory judged (host_names order)."""
     if not fleet_dir.is_dir():
         raise RunDataError(f"{fleet_dir}: not a fleet directory (no such folder)")
@@ -172,4 +181,4 @@ def judge_fleet(fleet_dir: Path) -> list[Host]:
             f"{fleet_dir}: no host runs (expected one folder per host, <host>/metadata.json, as scripts/fleet "
             "fetches them)"
         )
-    return [judge(n, fleet_dir / n) for n in names]
+    return [judge(n, fleet_dir / n, check_outputs) for n in names]

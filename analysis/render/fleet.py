@@ -17,6 +17,7 @@ from typing import Any
 from analysis.combiners.fleet import CAPTURE_FAILED, KINDS, Cell, Host, judge_fleet, shared
 from analysis.render import markdown as md
 from analysis.render.atomic import write_text
+from analysis.render.outputs import check_outputs
 from analysis.wording import CAUSE_NAMES, TITLES
 
 FLEET_SCHEMA_VERSION = 1
@@ -111,7 +112,7 @@ def to_json(fleet_dir: Path, hosts: list[Host], common: list[dict[str, Any]]) ->
 def write(fleet_dir: str | Path) -> tuple[Path, list[Host]]:
     """Judge every host under fleet_dir; write fleet.md and fleet.json there."""
     d = Path(fleet_dir)
-    hosts = judge_fleet(d)
+    hosts = judge_fleet(d, check_outputs)
     common = shared(hosts)
     write_text(d / "fleet.json", json.dumps(to_json(d, hosts, common), indent=2, default=str) + "\n", "fleet")
     report = d / "fleet.md"
