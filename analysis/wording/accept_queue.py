@@ -65,6 +65,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt("{listen_overflows}", "an amount not recorded"),
         Opt(" over the capture, {listen_overflows_in_window} of them in the window"),
         Opt("; ListenDrops {listen_drops}"),
+        Opt("; this listener's own drop counter (sk_drops, ss -m) +{listener_drops}"),
         ".",
         Opt(" {reqq_note}"),
         Opt(" {share_text}"),
