@@ -46,7 +46,7 @@ METRICS: dict[str, Metric] = {
             "listener_queue_depth",
             "gauge",
             _L,
-            "Accept-queue depth at the end of the last interval (ss Recv-Q).",
+            "Accept-queue depth at the last scan (ss Recv-Q) or probe interval end.",
             "accept_queue",
         ),
         _m(
@@ -65,6 +65,13 @@ METRICS: dict[str, Metric] = {
         ),
         _m("listener_enqueued_total", "counter", _L, "Completed connections queued on the listener.", "accept_queue"),
         _m("listener_accepted_total", "counter", _L, "Connections taken off the queue by accept().", "accept_queue"),
+        _m(
+            "listener_drops_total",
+            "counter",
+            _L,
+            "SYNs and final ACKs the listener dropped: the kernel's own per-socket counter (sk_drops, ss -m d<N>).",
+            "sockets",
+        ),
         # Per remote endpoint (retransmits probe).
         _m(
             "endpoint_retrans_data_segments_total",
@@ -123,13 +130,24 @@ METRICS: dict[str, Metric] = {
             "Ephemeral local ports held toward the destination, any state.",
             "sockets",
         ),
-        # Per event-loop thread (epoll probe; 1 call in 8 sampled, scaled).
+        # Per thread: epoll probe (1 call in 8 sampled, scaled); CPU and run queue from procfs.
         _m("loop_epoll_calls_total", "counter", _T, "epoll_wait calls (estimated from 1 in 8).", "epoll"),
         _m("loop_epoll_events_total", "counter", _T, "Events returned by epoll_wait (estimated).", "epoll"),
         _m("loop_epoll_empty_total", "counter", _T, "epoll_wait calls that returned no event (estimated).", "epoll"),
         _m("loop_blocked_seconds_total", "counter", _T, "Time blocked inside epoll_wait (estimated).", "epoll"),
         _m(
-            "loop_cpu_seconds_total", "counter", _T, "CPU time of the thread, read at its sampled epoll calls.", "epoll"
+            "loop_cpu_seconds_total",
+            "counter",
+            _T,
+            "Time the thread ran on a CPU (/proc/<pid>/task/<tid>/schedstat).",
+            "threads",
+        ),
+        _m(
+            "loop_runqueue_wait_seconds_total",
+            "counter",
+            _T,
+            "Time the thread was runnable but waited for a CPU (schedstat).",
+            "threads",
         ),
         _m(
             "loop_blocked_ratio",

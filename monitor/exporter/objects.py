@@ -35,15 +35,18 @@ class Family:
     twice the weakest member's takes its slot (the member's series ends). Objects idle
     for ttl seconds are dropped. At most 4 * top_n objects are remembered."""
 
-    def __init__(self, name: str, top_n: int, ttl: float) -> None:
+    def __init__(self, name: str, top_n: int, ttl: float, sources: set[str] | None = None) -> None:
         self.name, self.top_n, self.ttl = name, top_n, ttl
         self.objs: dict[Key, Obj] = {}
         self.exported: set[Key] = set()
         self.other: dict[str, float] = {}
-        # Every counter of the family, from 0 at admission: the series exist before they move.
+        # Every counter of the family that something running feeds (sources: the metric
+        # files, None = all), from 0 at admission: the series exist before they move. A
+        # counter nothing feeds gets no series: a flat 0 would read as "never happened".
         labels = OBJECT_LABELS[name]
         self.counter_names = [m.name.removeprefix(PREFIX) for m in METRICS.values()
-                              if m.kind == "counter" and m.labels == labels]  # fmt: skip
+                              if m.kind == "counter" and m.labels == labels
+                              and (sources is None or m.file in sources)]  # fmt: skip
 
     def add(self, labels: Key, now: float, counters: dict[str, float], score: float,
             gauges: dict[str, float] | None = None) -> None:  # fmt: skip
@@ -99,12 +102,14 @@ def _promote(fam: Family) -> None:
 
 
 class Tables:
-    """The four families, and when the probes last named each namespace (inode)."""
+    """The four families, and when the probes last named each namespace (inode) and each
+    event-loop process."""
 
-    def __init__(self, top_n: int, ttl: float) -> None:
+    def __init__(self, top_n: int, ttl: float, sources: set[str] | None = None) -> None:
         self.ttl = ttl
-        self.fams = {f: Family(f, top_n, ttl) for f in OBJECT_LABELS}
+        self.fams = {f: Family(f, top_n, ttl, sources) for f in OBJECT_LABELS}
         self.ns_seen: dict[int, float] = {}
+        self.loop_pids: dict[int, float] = {}  # processes the epoll probe named, when
 
     def before_write(self, now: float) -> None:
         # A thread that exited has no more numbers: its series end now, not after --ttl.
@@ -115,6 +120,13 @@ class Tables:
         for f in self.fams.values():
             f.settle(now)
         age_gauges(self.fams)
+
+    def probe_loop_pids(self, now: float) -> set[int]:
+        """Processes the epoll probe named within --ttl (their threads are scanned too)."""
+        for pid, t in list(self.loop_pids.items()):
+            if now - t > self.ttl:
+                del self.loop_pids[pid]
+        return set(self.loop_pids)
 
     def netns_in_use(self, now: float) -> tuple[list[int], list[int]]:
         """Namespaces of exported objects (most recently named first), then the others the

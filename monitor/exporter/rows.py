@@ -73,13 +73,14 @@ def loop(t: Tables, r: Row, now: float, interval: int) -> None:
     calls, empty, events = int(r["calls"]), int(r["ret_zero"]), int(r["events_sum"])
     woke = calls - empty - int(r["errors"])
     wait_ns = int(r["wait_ns_sum"])
-    cpu_ns = r.get("cpu_ns", "")  # older probes have no CPU time
+    # The thread's CPU time comes from procfs (threads.py), exact, not from the probe's
+    # reading at its sampled calls: the probe names the process to read.
+    t.loop_pids[int(r["pid"])] = now
     c = {
         "loop_epoll_calls_total": calls,
         "loop_epoll_events_total": events,
         "loop_epoll_empty_total": empty,
         "loop_blocked_seconds_total": wait_ns / 1e9,
-        "loop_cpu_seconds_total": int(cpu_ns) / 1e9 if cpu_ns.lstrip("-").isdigit() else 0.0,
     }
     gauges = {
         "loop_blocked_ratio": min(1.0, wait_ns / (1e9 * interval)),
@@ -87,7 +88,7 @@ def loop(t: Tables, r: Row, now: float, interval: int) -> None:
         "_fresh": 1,
     }
     key = (r["pid"], r["tid"], r["comm"])
-    t.fams["loop"].add(key, now, c, c["loop_cpu_seconds_total"] + calls / 1e6, gauges)
+    t.fams["loop"].add(key, now, c, wait_ns / 1e10 + calls / 1e6, gauges)
 
 
 # The records the exporter turns into metrics; the others (per-flow rt_flow, per-call

@@ -11,12 +11,17 @@ from pathlib import Path
 
 from . import textfile
 from .health import Health
+from .listeners import ListenerScan
 from .metrics import FILES, PREFIX
 from .objects import Tables, object_series
 from .rows import ROWS_USED
 from .sample import Namespaces, netns_series, scan_sockets, watch
 from .stream import Row
 from .supervise import Probe, Supervisor, log
+from .threads import ThreadScan, with_children
+
+# What feeds metrics without any probe (the sampled tier): metric files always fed.
+SAMPLED = {"sockets", "threads", "netns", "exporter"}
 
 
 def _probes(args: argparse.Namespace) -> list[Probe]:
@@ -35,10 +40,12 @@ class Exporter:
         self.args, self.top = args, args.top
         self.out, self.state = Path(args.prom_dir), Path(args.state_dir)
         root = Path(args.pack_root)
-        self.tables = Tables(args.top, args.ttl)
+        self.probes = _probes(args)
+        self.tables = Tables(args.top, args.ttl, SAMPLED | {p.family for p in self.probes})
         self.fams = self.tables.fams
         self.ns = Namespaces(root / "collector" / "sample-netns")
-        self.probes = _probes(args)
+        self.listeners = ListenerScan(root / "collector" / "sample-netns")
+        self.threads = ThreadScan()
         self.sup = Supervisor(self.probes, root / "collector" / "probe-to-csv", self.state, list(ROWS_USED),
                               args.segment, self.row)  # fmt: skip
         self.health = Health(self.probes)
@@ -56,6 +63,13 @@ class Exporter:
         if now - self.socket_scan >= self.args.socket_scan:
             self.socket_scan = now
             scan_sockets(self.fams["destination"], self.ns, self.netns_to_watch(), self.args.min_ports, now)
+
+    def scan_objects(self, now: float) -> None:
+        """The sampled tier, every write: listeners (sock_diag), then the threads of their
+        owners and of the event loops the epoll probe named (procfs)."""
+        self.listeners.scan(self.fams["listener"], self.ns, self.netns_to_watch(), now)
+        pids = with_children(self.listeners.owners) | self.tables.probe_loop_pids(now)
+        self.threads.scan(self.fams["loop"], pids, now)
 
     def write(self, now: float) -> None:
         self.tables.before_write(now)
@@ -108,6 +122,7 @@ def _loop(ex: Exporter, stop: list[int]) -> None:
         now = time.monotonic()
         if now >= next_write:
             ex.ns.scan(now)
+            ex.scan_objects(now)
             ex.scan_sockets(now)
             ex.write(now)
             next_write += interval

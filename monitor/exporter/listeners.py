@@ -1,0 +1,69 @@
+"""Listeners from sock_diag, with no probe: per listener the accept queue now, its limit
+and the kernel's own drop counter (sk_drops: tcp_listendrop() counts each SYN and final
+ACK the listener dropped; `ss -m` shows it as d<N>). collector/sample-netns
+--listeners-of reads them, the one reader of listeners, as capture's listeners.csv.
+
+This is the always-on view of the accept queue: a drop on a listener is counted however
+short the overflow was, but the queue depth is only what it was at each scan (a spike
+between two scans is not seen; how it overflowed, burst or stall, needs the probe)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+from pathlib import Path
+
+from .objects import Family, Key
+from .sample import Namespaces
+
+
+class ListenerScan:
+    """Each scan: every listener of the watched namespaces. Its drops become counter
+    increments (the kernel's counter less the last scan's); a listener first seen after
+    the first scan is new, so all its drops are counted; a socket that went and came back
+    under the same address restarts its counter, so a lower value counts from 0."""
+
+    def __init__(self, sampler: Path) -> None:
+        self.sampler = sampler  # collector/sample-netns
+        self.drops: dict[Key, int] = {}
+        self.scans = 0
+        self.owners: set[int] = set()  # pids that own a listener, at the last scan
+
+    def rows(self, ns: Namespaces, inos: list[int]) -> list[dict[str, str]]:
+        pids = [str(ns.pid[i]) for i in inos if i in ns.pid]
+        if not pids:
+            return []
+        r = subprocess.run([str(self.sampler), "--listeners-of", *pids], capture_output=True, text=True, check=False)
+        return list(csv.DictReader(io.StringIO(r.stdout)))
+
+    def scan(self, fam: Family, ns: Namespaces, inos: list[int], now: float) -> None:
+        seen: set[Key] = set()
+        self.owners = set()
+        for row in self.rows(ns, inos):
+            key = (row["netns"], row["laddr"], row["lport"])
+            if key in seen or not row["recv_q"].isdigit() or not row["send_q"].isdigit():
+                continue  # one socket per key (SO_REUSEPORT groups are summed by the probe, not here)
+            seen.add(key)
+            if row["pid"].isdigit():
+                self.owners.add(int(row["pid"]))
+            dropped = self._dropped(key, row["drops"])
+            depth = int(row["recv_q"])
+            gauges = {"listener_queue_depth": depth, "listener_queue_limit": int(row["send_q"]), "_fresh": 1}
+            fam.add(key, now, {"listener_drops_total": dropped} if dropped else {}, 1000.0 * dropped + depth, gauges)
+        scanned = {str(i) for i in inos}
+        for key in [k for k in self.drops if k not in seen and k[0] in scanned]:
+            del self.drops[key]  # the socket is closed
+            o = fam.objs.get(key)
+            if o is not None:
+                o.gauges.pop("listener_queue_limit", None)
+        self.scans += 1
+
+    def _dropped(self, key: Key, drops: str) -> int:
+        if not drops.isdigit():
+            return 0  # ss without skmem (very old iproute2): no counter, not 0 drops
+        now_value, last = int(drops), self.drops.get(key)
+        self.drops[key] = now_value
+        if last is None:
+            return now_value if self.scans else 0
+        return now_value - last if now_value >= last else now_value
