@@ -1,0 +1,56 @@
+"""collector/sample-netns: the one reader of listeners (capture's listeners.csv, the
+exporter's --listeners-of). ss pads the first skmem line with spaces to the width of
+its columns: data/ss-ltnpmH.txt is `ss -ltnpmH` on this project's CI machine (a listener
+on 0.0.0.0:2024 and three python3 listeners), verbatim. Every listener must get its
+drop counter, padded line or not."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+SS_OUTPUT = Path(__file__).parent / "data" / "ss-ltnpmH.txt"
+
+
+def _with_fake_ss(tmp_path: Path, text: str) -> dict[str, str]:
+    ss = tmp_path / "bin" / "ss"
+    ss.parent.mkdir()
+    (tmp_path / "out.txt").write_text(text)
+    ss.write_text(f"#!/bin/sh\ncat '{tmp_path / 'out.txt'}'\n")
+    ss.chmod(ss.stat().st_mode | stat.S_IXUSR)
+    return {**os.environ, "PATH": f"{ss.parent}:{os.environ['PATH']}"}
+
+
+def _listeners_of_self(env: dict[str, str]) -> list[dict[str, str]]:
+    r = subprocess.run([str(ROOT / "collector" / "sample-netns"), "--listeners-of", str(os.getpid())],
+                       capture_output=True, text=True, check=True, env=env)  # fmt: skip
+    return list(csv.DictReader(io.StringIO(r.stdout)))
+
+
+def test_every_listener_gets_its_drops_even_after_a_padded_skmem_line(tmp_path: Path) -> None:
+    text = SS_OUTPUT.read_text()
+    assert "d0)   " in text  # the padding this test is about is in the capture
+    rows = _listeners_of_self(_with_fake_ss(tmp_path, text))
+    assert len(rows) == text.count("LISTEN") == 4
+    assert all(r["drops"] == "0" for r in rows), rows
+    assert {r["lport"] for r in rows if r["comm"] == "python3"} == {"18600", "18601", "18602"}
+
+
+def test_drops_belong_to_their_own_listener(tmp_path: Path) -> None:
+    lines = SS_OUTPUT.read_text().splitlines(keepends=True)
+    # Give each listener a different count: the Nth skmem line says d<N>7.
+    n, out = 0, []
+    for line in lines:
+        if "skmem:" in line:
+            n += 1
+            line = line.replace("d0)", f"d{n}7)")
+        out.append(line)
+    rows = _listeners_of_self(_with_fake_ss(tmp_path, "".join(out)))
+    assert [r["drops"] for r in rows] == ["17", "27", "37", "47"]
+    assert [r["lport"] for r in rows] == [ln.split()[3].rsplit(":", 1)[1] for ln in lines if ln.startswith("LISTEN")]
