@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.derived import measurements as measured_numbers
+from analysis.families import FAMILIES
 from analysis.findings import CHAIN_ORDER, Finding
 from analysis.load import Run, RunDataError
 from analysis.render import markdown as md
@@ -23,6 +24,7 @@ from analysis.render.figures import plots_for
 from analysis.render.outputs import PLOT_MANIFEST, check_outputs
 from analysis.rules import RULES, evaluate_all
 from analysis.wording import describe, headline
+from analysis.wording.catalog import UNSEEN
 
 VERDICTS_SCHEMA_VERSION = 1
 STOP_REASONS_TEXT = {
@@ -59,9 +61,13 @@ def _capture_lines(run: Run) -> list[str]:
         f"- Captured {m.get('started_at')} to {m.get('ended_at')} on {m.get('host')}, kernel {m.get('kernel')}, "
         f"bpftrace {m.get('bpftrace_version')}; complete: {m.get('complete')} ({m.get('stop_reason')}).",
         "- Probes: "
-        + ", ".join(f"{k} ({v.get('tier')} tier, {v.get('status')})" for k, v in m.get("probes", {}).items()),
+        + (
+            ", ".join(f"{k} ({v.get('tier')} tier, {v.get('status')})" for k, v in m.get("probes", {}).items())
+            or "none (the sampled tier: the kernel's counters, listeners and socket tables only)"
+        ),
         "- Namespaces sampled: " + ", ".join(f"{n['label']} ({n['inode']})" for n in m.get("netns", [])),
     ]
+    lines += _not_probed(m.get("probes", {}))
     if run.scope == "sampled":
         aside = ", ".join(f"{k} {v}" for k, v in run.out_of_scope.items())
         lines.append(
@@ -79,6 +85,22 @@ def _capture_lines(run: Run) -> list[str]:
     if lab:
         lines.append(f"- Lab: {lab.get('lab')} / {lab.get('variant')}: {lab.get('summary')}")
     return lines
+
+
+def _not_probed(probes: dict[str, dict]) -> list[str]:
+    """Families whose probe did not run (capture --tier sampled or rare, or a kernel without
+    it): what this run cannot see, so an absence is not read as a clean bill."""
+    out = []
+    for fam in FAMILIES.values():
+        status = probes.get(fam.name, {}).get("status")
+        if status in ("ok", "running", "killed", "died"):
+            continue  # it ran (died and killed: for part of the run, which the input notes say)
+        why = "not run" if status is None else status.replace("_", " ")
+        out.append(
+            f"- Without the {fam.name} probe ({why}) this run cannot see {UNSEEN[fam.finding]}. "
+            f"To see it: `make capture PROBES={fam.name}`."
+        )
+    return out
 
 
 def _input_lines(run: Run) -> list[str]:

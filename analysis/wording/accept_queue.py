@@ -372,6 +372,11 @@ WORDING = Wording(
     title=TITLE,
     causes=CAUSES,
     templates=TEMPLATES,
+    unseen=(
+        "the queue between samples (a burst that fills and drains it within an interval) and how a listener "
+        "overflowed (burst sizing, a stalled accept loop or capacity); each listener's own drop counter still "
+        "says which one dropped"
+    ),
     derive=by_step(
         {"symptom": _symptom, "counter": _counter, "probe": _probe, "cause": _cause, "fix": _fix}, every=(_errors,)
     ),

@@ -26,6 +26,7 @@ class Wording:
     templates: Mapping[tuple[str, str], tuple[Part, ...]]  # (link, key) -> parts
     derive: Derive
     headline: Headline | None = None  # None: the common title line (objects.headline)
+    unseen: str = ""  # what a run without the family's probe cannot see (the report says so)
 
 
 def by_step(steps: Mapping[str, Derive], every: Sequence[Derive] = ()) -> Derive:

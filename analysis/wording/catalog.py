@@ -38,4 +38,5 @@ TEMPLATES: dict[tuple[str, str, str], tuple[Part, ...]] = {
     (w.kind, link, key): parts for w in WORDINGS for (link, key), parts in w.templates.items()
 }
 DERIVE: dict[str, Derive] = {w.kind: w.derive for w in WORDINGS}
+UNSEEN: dict[str, str] = {w.kind: w.unseen for w in WORDINGS}
 HEADLINES: dict[str, Headline] = {w.kind: w.headline for w in WORDINGS if w.headline is not None}

@@ -127,6 +127,7 @@ WORDING = Wording(
     title=TITLE,
     causes=CAUSES,
     templates=TEMPLATES,
+    unseen="each thread's time blocked in epoll_wait and events per wakeup",
     derive=by_step({"symptom": _symptom, "probe": _probe}),
     headline=headline,
 )

@@ -185,5 +185,9 @@ WORDING = Wording(
     title=TITLE,
     causes=CAUSES,
     templates=TEMPLATES,
+    unseen=(
+        "which endpoint or flow re-sent segments, and SYN against data retransmits per endpoint (only the "
+        "namespace's RetransSegs and TCPSynRetrans)"
+    ),
     derive=by_step({"symptom": _symptom, "counter": _counter, "cause": _cause}),
 )

@@ -148,5 +148,9 @@ WORDING = Wording(
     title=TITLE,
     causes=CAUSES,
     templates=TEMPLATES,
+    unseen=(
+        "connect() failures and EADDRNOTAVAIL per destination, and which side closed first; TIME_WAIT sockets per "
+        "destination are still sampled, but not those of flows that open and close between samples"
+    ),
     derive=by_step({"symptom": _symptom, "counter": _counter, "cause": _cause}),
 )

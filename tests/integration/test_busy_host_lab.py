@@ -343,6 +343,37 @@ def test_listeners_depth_and_accepts_vs_the_kernel_and_servers(kernel, busy_host
         assert overflows == 0
 
 
+def listener_drops(run: Run, port: int) -> int:
+    """The listener's own drop counter (sk_drops, listeners.csv) over the run: last less first."""
+    t = run.table("listeners")
+    d = t[(t["netns"] == srv_ns(run)) & (t["laddr"] == SRV) & (t["lport"] == port)]["drops"].dropna()
+    assert len(d) >= 2, f"no drop counter for :{port}"
+    return int(d.iloc[-1] - d.iloc[0])
+
+
+def test_sampled_tier_names_the_overflowing_listener_alone(kernel, tmp_path) -> None:
+    """No probe at all (capture --tier sampled): the listener's own drop counter still names
+    the small listener and no other; with no probe to cross-check, nothing is called path loss."""
+    run = run_lab("busy-host", "listener", tmp_path / "sampled", CAPTURE_PROBES="none")
+    assert run.metadata["probes"] == {}
+    found = [f for f in verdicts(run)["findings"] if in_lab(run, f)]
+    assert [f["kind"] for f in found] == ["accept_queue_overflow"], [describe(f) for f in found]
+    (f,) = found
+    small = obj(run, "listeners", "small")
+    assert is_the_fault(run, "listener", f) and f["status"] == "confirmed", describe(f)
+    assert f["cause_class"] == "unclassified", describe(f)
+    text = (run.path / "report.md").read_text() + json.dumps(verdicts(run))
+    assert "lost on the path" not in text and "data_loss" not in text
+    # Each listener's own counter: the small one dropped at least what its namespace counted
+    # (a final ACK dropped on a full queue may count twice on the listener, once in ListenDrops);
+    # its neighbours dropped nothing.
+    listen_drops = int(counters.per_sample(run, srv_ns(run), ["ListenDrops"])["ListenDrops"].sum())
+    assert listen_drops > 0 and listener_drops(run, small["port"]) >= listen_drops
+    for ls in run.lab["listeners"]:
+        if not ls["faulty"]:
+            assert listener_drops(run, ls["port"]) == 0, ls["name"]
+
+
 def test_lab_lists_its_variants() -> None:
     """--list says what every variant breaks (lab_describe), without root."""
     r = subprocess.run([str(ROOT / "scripts" / "lab"), "busy-host", "--list"], capture_output=True, text=True)

@@ -78,3 +78,20 @@ def test_markdown_of_an_incomplete_run_says_so() -> None:
         "not yet written is missing. Probes that did not finish: epoll (interrupted)." in text
     )
     assert "## Plots" not in text
+
+
+def test_a_run_without_a_probe_says_what_it_cannot_see() -> None:
+    """host-overflow-noaq ran without the accept-queue probe: the report says what that hides
+    and how to see it; the families that ran get no such line."""
+    run = Run.open(fixture_run("host-overflow-noaq"))
+    run.validate_all()
+    text = report.markdown(run, evaluate_all(run), [], all_measurements(run))
+    assert "- Without the accept_queue probe (not run) this run cannot see the queue between samples" in text
+    assert "`make capture PROBES=accept_queue`" in text
+    assert "Without the retransmits probe" not in text and "Without the time_wait probe" not in text
+    meta = copy.deepcopy(run.metadata)
+    meta["probes"] = {}
+    run.metadata = meta
+    text = report.markdown(run, evaluate_all(run), [], all_measurements(run))
+    assert "- Probes: none (the sampled tier" in text
+    assert text.count("- Without the ") == 4
