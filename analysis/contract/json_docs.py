@@ -245,7 +245,7 @@ DOCTOR_SCHEMA = _obj(
         "bpftrace_version": _t(["string", "null"], "bpftrace --version"),
         "root": _t("boolean", "ran as root"),
         "probe_types": _obj(
-            "per probe type (tracepoint, kprobe, kfunc)",
+            "per probe type (tracepoint, kprobe, kfunc, rawtracepoint)",
             {},
             additionalProperties=_obj(
                 "one probe type",

@@ -1,0 +1,121 @@
+"""The raw-tracepoint tier, run by bpftrace 0.23 from a Debian 13 userland
+(dev/bpftrace-chroot; bpftrace >= 0.18 has raw tracepoints, Debian 12's 0.17 does not).
+
+collector/doctor must find the tier with 0.23 and not with 0.17. Then both tiers side
+by side on one lab run: the accept-overflow lab's sizing variant captured as usual
+(accept_queue.bt: tracepoints and accept()/listen() hooks, bpftrace 0.17) while
+accept_queue.raw.bt (one raw tracepoint, no syscall hook, 0.23) runs beside it. Per
+listener their counts must agree: queued connections, full events, the limit, the
+deepest queue, and accepts (counted at accept() by one, derived from the depth by the
+other) against the server's own count."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.load import Run
+from tests.conftest import ROOT, _kernel_problem, sigint_default
+from tests.integration.children import wait_for
+from tests.integration.test_family_labs import run_lab
+
+pytestmark = pytest.mark.integration
+CHROOT = ROOT / "dev" / "bpftrace-chroot"
+
+
+@pytest.fixture(scope="module")
+def bpftrace_023() -> str:
+    problem = _kernel_problem()
+    if problem:
+        pytest.fail(problem) if os.environ.get("CI") else pytest.skip(problem)
+    r = subprocess.run([str(CHROOT), "--build"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    v = subprocess.run([str(CHROOT), "--version"], capture_output=True, text=True, timeout=60).stdout
+    assert v.startswith("bpftrace v0.2"), v
+    return str(CHROOT)
+
+
+def _doctor(tmp_path: Path, bpftrace: str) -> dict:
+    out = tmp_path / f"doctor-{Path(bpftrace).name}.json"
+    subprocess.run([str(ROOT / "collector" / "doctor"), "-q", "-o", str(out)], check=False, timeout=300,
+                   env={**os.environ, "BPFTRACE": bpftrace})  # fmt: skip
+    return json.loads(out.read_text())
+
+
+def test_doctor_finds_the_raw_tier_with_023_only(bpftrace_023: str, tmp_path: Path) -> None:
+    new = _doctor(tmp_path, bpftrace_023)
+    assert new["probe_types"]["rawtracepoint"]["attaches"] is True
+    assert new["families"]["accept_queue"] == {"file": "probes/accept_queue.raw.bt", "tier": "rawtracepoint"}
+    old = _doctor(tmp_path, "bpftrace")
+    assert old["bpftrace_version"] == "v0.17.0"
+    assert old["probe_types"]["rawtracepoint"]["attaches"] is False
+    assert old["families"]["accept_queue"]["file"] == "probes/accept_queue.bt"
+
+
+@pytest.fixture(scope="module")
+def side_by_side(bpftrace_023: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Run, pd.DataFrame]]:
+    tmp = tmp_path_factory.mktemp("raw-tier")
+    raw = tmp / "raw.out"
+    with raw.open("wb") as out:
+        probe = subprocess.Popen([bpftrace_023, str(ROOT / "probes" / "accept_queue.raw.bt")], stdout=out,
+                                 stderr=subprocess.DEVNULL, preexec_fn=sigint_default)  # fmt: skip
+    try:
+        wait_for("the raw probe's header", lambda: b"#aq_listener," in raw.read_bytes(), 60, 0.2)
+        run = run_lab("accept-overflow", "sizing", tmp / "run", CAPTURE_PROBES="accept_queue")
+    finally:
+        probe.send_signal(signal.SIGINT)
+        probe.wait(timeout=30)
+    subprocess.run([str(ROOT / "collector" / "probe-to-csv"), str(raw), str(tmp / "csv")], check=True,
+                   capture_output=True)  # fmt: skip
+    yield run, pd.read_csv(tmp / "csv" / "aq_listener.csv")
+
+
+def _lab_listener(run: Run, rows: pd.DataFrame) -> pd.DataFrame:
+    srv = run.lab["server"]
+    return rows[(rows["netns"] == int(srv["netns_inode"])) & (rows["lport"] == int(srv["port"]))]
+
+
+def test_both_tiers_count_the_same_on_one_run(side_by_side: tuple[Run, pd.DataFrame]) -> None:
+    run, raw_rows = side_by_side
+    assert run.metadata["probes"]["accept_queue"]["file"] == "probes/accept_queue.bt"
+    ref, raw = _lab_listener(run, run.table("aq_listener")), _lab_listener(run, raw_rows)
+    assert not ref.empty and not raw.empty
+    # Plain-map increments can each lose one when two CPUs queue at once (probe headers).
+    misses = run.metadata["probes"]["accept_queue"]["recursion_misses"] or 0
+    enq_ref, enq_raw = int(ref["enqueues"].sum()), int(raw["enqueues"].sum())
+    assert enq_ref > 100 and abs(enq_ref - enq_raw) <= max(3, 0.02 * enq_ref) + misses, (enq_ref, enq_raw)
+    full_ref, full_raw = int(ref["full_events"].sum()), int(raw["full_events"].sum())
+    assert full_ref > 0 and abs(full_ref - full_raw) <= max(2, 0.05 * full_ref), (full_ref, full_raw)
+    assert set(raw["limit"]) == set(ref["limit"]) == {int(run.lab["server"]["backlog_requested"])}
+    assert abs(int(raw["depth_max"].max()) - int(ref["depth_max"].max())) <= 1
+    served = run.lab["server"]["stats"]["accepted"]
+    assert int(ref["accepted"].sum()) == pytest.approx(served, rel=0.01, abs=2)
+    assert int(raw["accepted"].sum()) == pytest.approx(served, rel=0.02, abs=3)
+
+
+def test_every_probe_file_runnable_with_023_attaches_and_prints(bpftrace_023: str, tmp_path: Path) -> None:
+    """What doctor says 0.23 can run here, each file attached for real: its banner and
+    headers printed, no error (0.23 is stricter than 0.17: types, deletes, signedness)."""
+    doctor = _doctor(tmp_path, bpftrace_023)
+    runnable = sorted(f for f, p in doctor["probes"].items() if p["runnable"])
+    assert {"accept_queue.raw.bt", "accept_queue.bt", "retransmits.bt", "time_wait.bt", "epoll.bt"} <= set(runnable)
+    for f in runnable:
+        p = subprocess.Popen([bpftrace_023, str(ROOT / "probes" / f)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, preexec_fn=sigint_default)  # fmt: skip
+        try:
+            out = b""
+            assert p.stdout is not None
+            while b"\n#" not in out and p.poll() is None:
+                out += p.stdout.read1(4096)
+        finally:
+            p.send_signal(signal.SIGINT)
+            rest, err = p.communicate(timeout=30)
+        assert b".bt schema=" in out and b"\n#" in out + rest, (f, out[-500:], err[-2000:])
+        assert b"ERROR" not in err, (f, err[-2000:])
