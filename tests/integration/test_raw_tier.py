@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -52,40 +51,42 @@ def _doctor(tmp_path: Path, bpftrace: str) -> dict:
 def test_doctor_finds_the_raw_tier_with_023_only(bpftrace_023: str, tmp_path: Path) -> None:
     new = _doctor(tmp_path, bpftrace_023)
     assert new["probe_types"]["rawtracepoint"]["attaches"] is True
-    assert new["families"]["accept_queue"] == {"file": "probes/accept_queue.raw.bt", "tier": "rawtracepoint"}
+    for fam in ("accept_queue", "time_wait"):
+        assert new["families"][fam] == {"file": f"probes/{fam}.raw.bt", "tier": "rawtracepoint"}
     old = _doctor(tmp_path, "bpftrace")
     assert old["bpftrace_version"] == "v0.17.0"
     assert old["probe_types"]["rawtracepoint"]["attaches"] is False
     assert old["families"]["accept_queue"]["file"] == "probes/accept_queue.bt"
+    assert old["families"]["time_wait"]["file"] == "probes/time_wait.bt"
 
 
-@pytest.fixture(scope="module")
-def side_by_side(bpftrace_023: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Run, pd.DataFrame]]:
-    tmp = tmp_path_factory.mktemp("raw-tier")
+def _side_by_side(bpftrace: str, tmp: Path, family: str, lab: str, variant: str) -> tuple[Run, Path]:
+    """The lab captured as usual with the family's reference file and bpftrace 0.17, its
+    raw-tier file run beside it by 0.23: the run, and the raw file's CSV folder."""
     raw = tmp / "raw.out"
     with raw.open("wb") as out:
-        probe = subprocess.Popen([bpftrace_023, str(ROOT / "probes" / "accept_queue.raw.bt")], stdout=out,
+        probe = subprocess.Popen([bpftrace, str(ROOT / "probes" / f"{family}.raw.bt")], stdout=out,
                                  stderr=subprocess.DEVNULL, preexec_fn=sigint_default)  # fmt: skip
     try:
-        wait_for("the raw probe's header", lambda: b"#aq_listener," in raw.read_bytes(), 60, 0.2)
-        run = run_lab("accept-overflow", "sizing", tmp / "run", CAPTURE_PROBES="accept_queue")
+        wait_for("the raw probe's header", lambda: b"\n#" in raw.read_bytes(), 60, 0.2)
+        run = run_lab(lab, variant, tmp / "run", CAPTURE_PROBES=family)
     finally:
         probe.send_signal(signal.SIGINT)
         probe.wait(timeout=30)
     subprocess.run([str(ROOT / "collector" / "probe-to-csv"), str(raw), str(tmp / "csv")], check=True,
                    capture_output=True)  # fmt: skip
-    yield run, pd.read_csv(tmp / "csv" / "aq_listener.csv")
+    assert run.metadata["probes"][family]["file"] == f"probes/{family}.bt"
+    return run, tmp / "csv"
 
 
-def _lab_listener(run: Run, rows: pd.DataFrame) -> pd.DataFrame:
+def test_accept_queue_both_tiers_count_the_same_on_one_run(bpftrace_023: str, tmp_path: Path) -> None:
+    run, csv = _side_by_side(bpftrace_023, tmp_path, "accept_queue", "accept-overflow", "sizing")
     srv = run.lab["server"]
-    return rows[(rows["netns"] == int(srv["netns_inode"])) & (rows["lport"] == int(srv["port"]))]
 
+    def lab_listener(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows[(rows["netns"] == int(srv["netns_inode"])) & (rows["lport"] == int(srv["port"]))]
 
-def test_both_tiers_count_the_same_on_one_run(side_by_side: tuple[Run, pd.DataFrame]) -> None:
-    run, raw_rows = side_by_side
-    assert run.metadata["probes"]["accept_queue"]["file"] == "probes/accept_queue.bt"
-    ref, raw = _lab_listener(run, run.table("aq_listener")), _lab_listener(run, raw_rows)
+    ref, raw = lab_listener(run.table("aq_listener")), lab_listener(pd.read_csv(csv / "aq_listener.csv"))
     assert not ref.empty and not raw.empty
     # Plain-map increments can each lose one when two CPUs queue at once (probe headers).
     misses = run.metadata["probes"]["accept_queue"]["recursion_misses"] or 0
@@ -93,11 +94,29 @@ def test_both_tiers_count_the_same_on_one_run(side_by_side: tuple[Run, pd.DataFr
     assert enq_ref > 100 and abs(enq_ref - enq_raw) <= max(3, 0.02 * enq_ref) + misses, (enq_ref, enq_raw)
     full_ref, full_raw = int(ref["full_events"].sum()), int(raw["full_events"].sum())
     assert full_ref > 0 and abs(full_ref - full_raw) <= max(2, 0.05 * full_ref), (full_ref, full_raw)
-    assert set(raw["limit"]) == set(ref["limit"]) == {int(run.lab["server"]["backlog_requested"])}
+    assert set(raw["limit"]) == set(ref["limit"]) == {int(srv["backlog_requested"])}
     assert abs(int(raw["depth_max"].max()) - int(ref["depth_max"].max())) <= 1
-    served = run.lab["server"]["stats"]["accepted"]
+    served = srv["stats"]["accepted"]
     assert int(ref["accepted"].sum()) == pytest.approx(served, rel=0.01, abs=2)
     assert int(raw["accepted"].sum()) == pytest.approx(served, rel=0.02, abs=3)
+
+
+def test_time_wait_both_tiers_count_the_same_on_one_run(bpftrace_023: str, tmp_path: Path) -> None:
+    """Closes and failed connects are per-CPU count() maps: exact in both tiers, so equal.
+    (Lifetimes are a random 1-in-16 sample in each: not compared.)"""
+    run, csv = _side_by_side(bpftrace_023, tmp_path, "time_wait", "time-wait", "exhaust")
+    cli = int(run.lab["client"]["netns_inode"])
+    for table, cols in (("tw_close", ["active_closes", "passive_closes"]), ("tw_connect", ["failures"])):
+        ref, raw = run.table(table), pd.read_csv(csv / f"{table}.csv")
+        keys = [c for c in ref.columns if c not in (*cols, "time_s", "pid", "comm") and not c.startswith("life_")]
+        want = ref[ref["netns"] == cli].groupby(keys)[cols].sum()
+        got = raw[raw["netns"] == cli].groupby(keys)[cols].sum()
+        assert not want.empty and int(want.to_numpy().sum()) > 100, table
+        assert _rows(got) == _rows(want), table
+
+
+def _rows(t: pd.DataFrame) -> list[list[str]]:
+    return sorted(t.reset_index().astype(str).values.tolist())
 
 
 def test_every_probe_file_runnable_with_023_attaches_and_prints(bpftrace_023: str, tmp_path: Path) -> None:
@@ -105,7 +124,14 @@ def test_every_probe_file_runnable_with_023_attaches_and_prints(bpftrace_023: st
     headers printed, no error (0.23 is stricter than 0.17: types, deletes, signedness)."""
     doctor = _doctor(tmp_path, bpftrace_023)
     runnable = sorted(f for f, p in doctor["probes"].items() if p["runnable"])
-    assert {"accept_queue.raw.bt", "accept_queue.bt", "retransmits.bt", "time_wait.bt", "epoll.bt"} <= set(runnable)
+    assert {
+        "accept_queue.raw.bt",
+        "time_wait.raw.bt",
+        "accept_queue.bt",
+        "retransmits.bt",
+        "time_wait.bt",
+        "epoll.bt",
+    } <= set(runnable)
     for f in runnable:
         p = subprocess.Popen([bpftrace_023, str(ROOT / "probes" / f)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, preexec_fn=sigint_default)  # fmt: skip
