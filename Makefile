@@ -9,6 +9,7 @@ DURATION  ?= 30
 INTERVAL  ?= 1
 NETNS     ?=
 PROBES    ?=
+TIER      ?=
 OUT       ?=
 RUN       ?= runs/latest
 A         ?= defaults
@@ -53,8 +54,8 @@ test: setup ## run the whole test suite (unit + integration with real bpftrace; 
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
 	@scripts/lab $(LAB) $(VARIANT) $(if $(OUT),--out $(OUT))
 
-capture: setup ## capture, then its report: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait OUT=dir
-	@collector/capture --duration $(DURATION) --interval $(INTERVAL) \
+capture: setup ## capture, then its report: make capture DURATION=60 INTERVAL=1 NETNS="ns1 ns2" PROBES=epoll,time_wait TIER=full|rare|sampled OUT=dir
+	@collector/capture --duration $(DURATION) --interval $(INTERVAL) $(if $(TIER),--tier $(TIER)) \
 		$(foreach n,$(NETNS),--netns $(n)) $(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
 
 fleet: setup ## capture on the hosts of an Ansible inventory, one report: make fleet INVENTORY=hosts.ini DURATION=60 [SCOPE=sampled PROBES= OUT=]
@@ -62,8 +63,8 @@ fleet: setup ## capture on the hosts of an Ansible inventory, one report: make f
 	@scripts/fleet -i $(INVENTORY) --duration $(DURATION) --interval $(INTERVAL) --scope $(SCOPE) \
 		$(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
 
-monitor: setup ## exporter mode until Ctrl-C: tq_*.prom for node_exporter's textfile collector (PROM_DIR= MONITOR_INTERVAL= PROBES= TOP=)
-	@scripts/monitor --prom-dir $(PROM_DIR) --interval $(MONITOR_INTERVAL) \
+monitor: setup ## exporter mode until Ctrl-C: tq_*.prom for node_exporter's textfile collector (PROM_DIR= MONITOR_INTERVAL= TIER=sampled|rare|full PROBES= TOP=)
+	@scripts/monitor --prom-dir $(PROM_DIR) --interval $(MONITOR_INTERVAL) $(if $(TIER),--tier $(TIER)) \
 		$(if $(PROBES),--probes $(PROBES)) $(if $(TOP),--top $(TOP))
 
 soak-monitor: setup ## exporter mode for 30 min beside the busy-host labs: series count and memory (build/soak-monitor.csv)

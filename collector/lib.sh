@@ -240,6 +240,24 @@ kill_tree() {
 	kill "-$sig" "$pid" 2>/dev/null || true
 }
 
+# PSS in bytes of PID and every process below it, together (smaps_rollup):
+# what they add to the host's memory, shared pages split among their users.
+tree_pss() {
+	local pid=$1 p kb total=0
+	for p in $pid $(tree_pids "$pid"); do
+		kb=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || true)
+		total=$((total + ${kb:-0} * 1024))
+	done
+	echo "$total"
+}
+tree_pids() {
+	local child
+	for child in $(pgrep -P "$1" 2>/dev/null); do
+		echo "$child"
+		tree_pids "$child"
+	done
+}
+
 # Inode number of a network namespace (what the probes report as netns):
 # the host's when the name is empty.
 netns_inode() {

@@ -136,6 +136,8 @@ def record(argv: list[str]) -> None:
         rec["startup_s"] = float(a["startup"])
     if a.get("stop"):
         rec["stop_s"] = float(a["stop"])
+    if a.get("pss"):
+        rec["pss_bytes"] = int(a["pss"])
     if a.get("stats_ok"):
         rec["bpf_stats_on"] = a["stats_ok"] == "1"
     if a.get("ids"):
@@ -190,6 +192,7 @@ def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: in
         if with_[p].get("requests") and "bpf_ns" in with_[p]
     ]
     starts = [with_[p]["startup_s"] for p in with_ if "startup_s" in with_[p]]
+    pss = [with_[p]["pss_bytes"] / 1e6 for p in with_ if with_[p].get("pss_bytes")]
     return {
         "pairs": len(ratios),
         "ratios": ratios,
@@ -202,6 +205,8 @@ def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: in
         "bpf_us_per_conn_pairs": us_pairs,
         "startup_s": starts,
         "startup_s_median": statistics.median(starts) if starts else None,
+        "pss_mb": pss,
+        "pss_mb_median": statistics.median(pss) if pss else None,
         "socket_errors": sum(r.get("socket_errors", 0) for r in list(base.values()) + list(with_.values())),
         "bpf_stats_off_runs": sum(1 for r in with_.values() if r.get("bpf_stats_on") is False),
     }
@@ -215,7 +220,8 @@ def case_line(c: str, cs: dict[str, Any]) -> str:
         f"{c:<14}{len(ratios):>6}{(format(cs['ratio_median'], '.3f') + TIMES) if ratios else '-':>14}"
         f"  {fmt_range(ratios):<14}{cs['base_rps_median'] or 0:>11.0f}{cs['with_rps_median'] or 0:>11.0f}"
         f"  {(format(us_conn, '.2f') + ' (' + fmt_range(us_pairs, '{:.1f}') + ')') if us_conn is not None else '-':<22}"
-        f"{(format(cs['startup_s_median'], '.1f') + ' (' + fmt_range(starts, '{:.1f}') + ')') if starts else '-'}"
+        f"{(format(cs['startup_s_median'], '.1f') + ' (' + fmt_range(starts, '{:.1f}') + ')') if starts else '-':<26}"
+        f"{format(cs['pss_mb_median'], '.0f') if cs['pss_mb_median'] else '-':>6}"
     )
 
 
@@ -357,7 +363,7 @@ def summarize(argv: list[str]) -> None:
         L.append(
             f"{'case':<14}{'pairs':>6}{'ratio median':>14}{'  min' + DASH + 'max':<16}{'base req/s':>11}"
             f"{'with req/s':>11}  {'BPF ' + MICRO + 's/conn (min' + DASH + 'max)':<22}"
-            f"{'start-up s median (min' + DASH + 'max)'}"
+            f"{'start-up s median (min' + DASH + 'max)':<26}{'PSS MB':>6}"
         )
     for c in ab_cases:
         L.append(case_summary(c, runs, summary))

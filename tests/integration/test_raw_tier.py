@@ -145,3 +145,23 @@ def test_every_probe_file_runnable_with_023_attaches_and_prints(bpftrace_023: st
             rest, err = p.communicate(timeout=30)
         assert b".bt schema=" in out and b"\n#" in out + rest, (f, out[-500:], err[-2000:])
         assert b"ERROR" not in err, (f, err[-2000:])
+
+
+@pytest.mark.parametrize(
+    ("family", "lab", "variant", "kind"),
+    [
+        ("accept_queue", "accept-overflow", "sizing", "accept_queue_overflow"),
+        ("time_wait", "time-wait", "exhaust", "time_wait_exhaustion"),
+    ],
+)
+def test_a_lab_captured_on_the_raw_tier_finds_its_fault(
+    bpftrace_023: str, tmp_path: Path, family: str, lab: str, variant: str, kind: str
+) -> None:
+    """collector/capture with BPFTRACE=0.23 picks the raw file by itself, and the lab's
+    finding comes out of it as from the reference file."""
+    run = run_lab(lab, variant, tmp_path / "run", CAPTURE_PROBES=family, BPFTRACE=bpftrace_023)
+    probe = run.metadata["probes"][family]
+    assert (probe["file"], probe["tier"], probe["status"]) == (f"probes/{family}.raw.bt", "rawtracepoint", "ok")
+    assert run.metadata["bpftrace_version"].startswith("v0.2")
+    findings = [f for f in json.loads((run.path / "verdicts.json").read_text())["findings"] if f["kind"] == kind]
+    assert findings and findings[0]["status"] == "confirmed", findings
