@@ -1,0 +1,114 @@
+"""collector/probe-bundle and collector/probe-split: several probe files as one bpftrace
+program, and its output given back to each family as if each had run alone.
+
+The split is checked on real output: tests/fixtures/host-overflow-c5 holds the raw output
+of all four probes, each run alone in one capture (make-host-captures beside the
+fixtures says how). Interleaved the way one bundled process prints (the merged BEGIN's
+banners and headers first, then the families' interval blocks in turn, each marker
+naming its file), the split must give back each family's output, line for line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis.families import FAMILIES
+from tests.conftest import FIXTURES, ROOT
+
+BUNDLE, SPLIT = ROOT / "collector" / "probe-bundle", ROOT / "collector" / "probe-split"
+RUN = FIXTURES / "host-overflow-c5"
+BLOCK = re.compile(r"^(?!BEGIN$|END$)[a-z]\S*$", re.M)  # a probe line at column 0
+
+
+def _bundle(*files: str) -> str:
+    return subprocess.run([str(BUNDLE), *(str(ROOT / "probes" / f) for f in files)], capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+
+
+def test_one_begin_one_end_and_every_other_block_copied() -> None:
+    files = [f"{name}.bt" for name in FAMILIES]
+    text = _bundle(*files)
+    assert len(re.findall(r"^BEGIN$", text, re.M)) == 1 and len(re.findall(r"^END$", text, re.M)) == 1
+    for f in files:
+        src = (ROOT / "probes" / f).read_text()
+        for probe in BLOCK.findall(src):
+            assert probe in text, (f, probe)
+        # Every banner and header printf of the file is in the merged BEGIN.
+        for line in re.findall(r'^\s*printf\("#.*$', src, re.M):
+            assert line.strip() in text, (f, line)
+    # Each file's marker names it; no bare marker is left.
+    assert 'printf("=== %s\\n"' not in text
+    for f in ("retransmits.bt", "time_wait.bt", "epoll.bt"):
+        assert f'printf("=== %s {f}\\n"' in text
+
+
+def test_a_file_cut_short_is_refused(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.bt"
+    cut.write_text((ROOT / "probes" / "time_wait.bt").read_text().rsplit("\n}", 1)[0])
+    r = subprocess.run([str(BUNDLE), str(cut)], capture_output=True, text=True)
+    assert r.returncode != 0 and "ends inside a block" in r.stderr
+
+
+def _blocks(raw: str) -> tuple[list[str], list[list[str]]]:
+    """A probe's output: its banner and headers, then one list of lines per interval
+    (from a marker to the next; a probe that prints rows: the rows of one time_s)."""
+    head, blocks = [], []
+    for line in raw.splitlines():
+        if line.startswith("=== "):
+            blocks.append([line])
+        elif blocks and (blocks[-1][0].startswith("=== ") or line.split(",")[1:2] == blocks[-1][0].split(",")[1:2]):
+            blocks[-1].append(line)
+        elif not blocks and (line.startswith("#") or line.startswith("Attaching ") or not line):
+            head.append(line)
+        else:
+            blocks.append([line])
+    return head, blocks
+
+
+def _interleaved(outputs: dict[str, str]) -> str:
+    """The families' outputs as one bundled bpftrace prints them: "Attaching" once, the
+    banners and headers in family order, then interval blocks in turn, markers named."""
+    heads, blocks = {}, {}
+    for fam, raw in outputs.items():
+        head, bl = _blocks(raw)
+        heads[fam] = [h for h in head if not h.startswith("Attaching ")]
+        blocks[fam] = [[f"{b[0]} {fam}.bt", *b[1:]] if b[0].startswith("=== ") else b for b in bl]
+    lines = ["Attaching 26 probes..."]
+    for fam in outputs:
+        lines += heads[fam]
+    for i in range(max(len(b) for b in blocks.values())):
+        for fam in outputs:
+            if i < len(blocks[fam]):
+                lines += blocks[fam][i]
+    return "\n".join(lines) + "\n"
+
+
+def test_split_gives_each_family_its_own_output_back(tmp_path: Path) -> None:
+    outputs = {fam: (RUN / f"probe_{fam}.out").read_text(errors="surrogateescape") for fam in FAMILIES}
+    assert all(_blocks(raw)[1] for raw in outputs.values()), "every fixture output has interval blocks"
+    combined = _interleaved(outputs)
+    subprocess.run([str(SPLIT), str(tmp_path)], input=combined.encode(errors="surrogateescape"), check=True)
+    for fam, raw in outputs.items():
+        got = (tmp_path / f"probe_{fam}.out").read_text(errors="surrogateescape")
+        # Blank lines carry nothing (bpftrace prints some at exit): they go with whichever
+        # family printed last.
+        want = [ln for ln in raw.splitlines() if ln and not ln.startswith("Attaching ")]
+        assert [ln for ln in got.splitlines() if ln and not ln.startswith("Attaching ")] == want, fam
+
+
+@pytest.mark.parametrize("fam", list(FAMILIES))
+def test_split_output_converts_to_the_same_tables(fam: str, tmp_path: Path) -> None:
+    outputs = {f: (RUN / f"probe_{f}.out").read_text(errors="surrogateescape") for f in FAMILIES}
+    subprocess.run([str(SPLIT), str(tmp_path / "split")], input=_interleaved(outputs).encode(errors="surrogateescape"),
+                   check=True)  # fmt: skip
+    for name, raw in (("alone", RUN / f"probe_{fam}.out"), ("split", tmp_path / "split" / f"probe_{fam}.out")):
+        subprocess.run([str(ROOT / "collector" / "probe-to-csv"), str(raw), str(tmp_path / name)], check=True,
+                       capture_output=True)  # fmt: skip
+    for rec in FAMILIES[fam].records:
+        a, b = tmp_path / "alone" / f"{rec}.csv", tmp_path / "split" / f"{rec}.csv"
+        assert a.exists() == b.exists(), rec
+        if a.exists():
+            assert a.read_bytes() == b.read_bytes(), rec
