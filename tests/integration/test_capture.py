@@ -167,3 +167,34 @@ def test_a_failed_report_keeps_the_run_and_says_so(kernel, tmp_path: Path) -> No
     assert meta["complete"] is True and meta["stop_reason"] == "duration"
     Run.open(run_dir).validate_all()
     assert not leftovers("tq-")
+
+
+@pytest.mark.parametrize(("one_process", "bpftraces"), [("1", 1), ("0", 4)])
+def test_every_family_in_one_bpftrace_process_or_one_each(
+    kernel, tmp_path: Path, one_process: str, bpftraces: int
+) -> None:
+    """By default one bpftrace runs all four families' files (collector/probe-bundle) and
+    the run directory is the same as with one process each (TQ_ONE_PROCESS=0): each
+    family's raw output, its rows, status ok."""
+    run = tmp_path / "run"
+    p = subprocess.Popen([str(ROOT / "collector" / "capture"), "-d", "0", "-q", "--no-report", "--out", str(run)],
+                         env={**os.environ, "TQ_ONE_PROCESS": one_process, "TQ_NO_LATEST": "1"},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        wait_ready(run, 120)
+        kids = subprocess.run(["pgrep", "-P", str(p.pid), "-x", "bpftrace"], capture_output=True, text=True).stdout
+        assert len(kids.split()) == bpftraces, kids
+        time.sleep(2.5)
+    finally:
+        p.send_signal(signal.SIGUSR1)
+        _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["complete"] is True
+    for fam in ("accept_queue", "retransmits", "time_wait", "epoll"):
+        assert meta["probes"][fam]["status"] == "ok", (fam, meta["probes"][fam])
+        assert (run / f"probe_{fam}.out").read_text().startswith("Attaching ")
+        assert f"# {fam}.bt schema=" in (run / f"probe_{fam}.out").read_text()
+    assert (run / "probes.bt").exists() == (bpftraces == 1)
+    assert not (run / ".probes.fifo").exists()
+    Run.open(run).validate_all()
