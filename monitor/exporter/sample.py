@@ -150,14 +150,36 @@ def netns_series(ns: Namespaces, inos: list[int], put: Put) -> None:
         put("netns_info", {"netns": str(ino), "name": ns.names.get(ino, "")}, 1)
 
 
+def tcp_sockets(pid: int) -> int | None:
+    """TCP sockets in use plus TIME_WAIT in the namespace of pid: one line of its sockstat."""
+    try:
+        with open(f"/proc/{pid}/net/sockstat") as f:
+            for line in f:
+                if line.startswith("TCP:"):
+                    v = line.split()
+                    return int(v[v.index("inuse") + 1]) + int(v[v.index("tw") + 1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def scan_sockets(fam: Family, ns: Namespaces, inos: list[int], min_ports: int, now: float) -> None:
-    """The socket tables -> each destination's ports in use and TIME_WAIT sockets (gauges)."""
+    """The socket tables -> each destination's ports in use and TIME_WAIT sockets (gauges).
+
+    Reading a table costs per socket (a host full of TIME_WAIT holds 131072 of them), so a
+    namespace whose sockets all together (sockstat: one line) are fewer than a destination
+    needs to matter, min_ports or half the port range, is not read at all."""
     for o in fam.objs.values():
         o.gauges.pop("destination_time_wait_sockets", None)
         o.gauges.pop("destination_ports_in_use", None)
     for ino in inos:
         pid, rng = ns.pid.get(ino), ns.ports(ino)
-        socks = socket_table(pid, rng) if pid is not None and rng is not None else {}
+        if pid is None or rng is None:
+            continue
+        total = tcp_sockets(pid)
+        if total is not None and total < min(min_ports, (rng[1] - rng[0] + 1) // 2):
+            continue
+        socks = socket_table(pid, rng)
         # Only destinations with enough ports held to matter get a series from the scan alone.
         for (raddr, rport), (used, tw) in sorted(socks.items(), key=lambda kv: -kv[1][0])[: fam.top_n]:
             key = (str(ino), raddr, rport)
