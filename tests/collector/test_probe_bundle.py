@@ -112,3 +112,20 @@ def test_split_output_converts_to_the_same_tables(fam: str, tmp_path: Path) -> N
         assert a.exists() == b.exists(), rec
         if a.exists():
             assert a.read_bytes() == b.read_bytes(), rec
+
+
+def test_stream_mode_gives_the_rows_each_family_gives_alone() -> None:
+    """probe-split --stream (the exporter's reader of a bundle): the rows each family's own
+    probe-to-csv --stream prints from its own output, all of them, none twice."""
+    outputs = {f: (RUN / f"probe_{f}.out").read_bytes() for f in FAMILIES}
+    files = [str(ROOT / "probes" / f"{f}.bt") for f in FAMILIES]
+    combined = _interleaved({f: o.decode(errors="surrogateescape") for f, o in outputs.items()})
+    got = subprocess.run([str(SPLIT), "--stream", *files], input=combined.encode(errors="surrogateescape"),
+                         capture_output=True, check=True).stdout  # fmt: skip
+    want: list[bytes] = []
+    for f, raw in outputs.items():
+        want += subprocess.run([str(ROOT / "collector" / "probe-to-csv"), "--stream", str(ROOT / "probes" / f"{f}.bt")],
+                               input=raw, capture_output=True, check=True).stdout.splitlines()  # fmt: skip
+    rows = sorted(ln for ln in got.splitlines() if ln and not ln.startswith(b"# "))
+    assert rows == sorted(ln for ln in want if ln and not ln.startswith(b"# "))
+    assert len(rows) > 100
