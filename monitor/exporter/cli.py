@@ -31,6 +31,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--duration", type=float, default=0, help="stop after this long, seconds (0 = run until a signal)")
     p.add_argument("--keep-files", action="store_true", help="leave the .prom files at exit")
+    p.add_argument("--one-process", action="store_true", help="run every --probe in one bpftrace (probe-bundle)")
     a = p.parse_args(argv)
     if a.interval < 1 or a.top < 1:
         p.error("--interval and --top must be at least 1")

@@ -23,10 +23,13 @@ class Health:
             for fam, n in recursion_misses(pids).items():
                 next(p for p in self.probes if p.family == fam).misses_now = n
         for p in self.probes:
-            put("probe_up", {"probe": p.family, "tier": p.tier}, 1 if p.up() else 0)
-            for reason in ("died", "segment"):
-                put("probe_restarts_total", {"probe": p.family, "reason": reason}, p.restarts.get(reason, 0))
-            put("probe_recursion_misses_total", {"probe": p.family}, p.misses_done + p.misses_now)
+            # Per family, also inside a bundle: its process's state, restarts and misses
+            # (the kernel counts misses per program; a bundle's are summed over its files).
+            for m in p.families:
+                put("probe_up", {"probe": m.family, "tier": m.tier}, 1 if p.up() else 0)
+                for reason in ("died", "segment"):
+                    put("probe_restarts_total", {"probe": m.family, "reason": reason}, p.restarts.get(reason, 0))
+                put("probe_recursion_misses_total", {"probe": m.family}, p.misses_done + p.misses_now)
             if p.proc is not None:
                 put("exporter_resident_bytes", {"process": f"probe_{p.family}"}, rss_bytes(p.proc.pid))
         put("exporter_resident_bytes", {"process": "exporter"}, rss_bytes("self"))

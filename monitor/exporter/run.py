@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from .objects import Tables, object_series
 from .rows import ROWS_USED
 from .sample import Namespaces, netns_series, scan_sockets, watch
 from .stream import Row
-from .supervise import Probe, Supervisor, log
+from .supervise import Member, Probe, Supervisor, log
 from .threads import ThreadScan, with_children
 
 # What feeds metrics without any probe (the sampled tier): metric files always fed.
@@ -25,12 +26,22 @@ SAMPLED = {"sockets", "threads", "netns", "exporter"}
 
 
 def _probes(args: argparse.Namespace) -> list[Probe]:
+    """One Probe per --probe; with --one-process and several, one bundle of them all
+    (collector/probe-bundle writes the program into --state-dir)."""
     out = []
     for spec in args.probe:  # FAMILY=FILE:TIER
         fam, _, rest = spec.partition("=")
         path, _, tier = rest.partition(":")
         out.append(Probe(fam, Path(path), tier or "unknown", args.interval))
-    return out
+    if not args.one_process or len(out) < 2:
+        return out
+    bundle = Path(args.state_dir) / "probes.bt"
+    Path(args.state_dir).mkdir(parents=True, exist_ok=True)
+    with open(bundle, "w") as f:
+        subprocess.run([str(Path(args.pack_root) / "collector" / "probe-bundle"), *(str(p.file) for p in out)],
+                       stdout=f, check=True)  # fmt: skip
+    members = [Member(p.family, p.file, p.tier) for p in out]
+    return [Probe("bundle", bundle, "+".join(sorted({p.tier for p in out})), args.interval, members)]
 
 
 class Exporter:
@@ -41,7 +52,7 @@ class Exporter:
         self.out, self.state = Path(args.prom_dir), Path(args.state_dir)
         root = Path(args.pack_root)
         self.probes = _probes(args)
-        self.tables = Tables(args.top, args.ttl, SAMPLED | {p.family for p in self.probes})
+        self.tables = Tables(args.top, args.ttl, SAMPLED | {m.family for p in self.probes for m in p.families})
         self.fams = self.tables.fams
         self.ns = Namespaces(root / "collector" / "sample-netns")
         self.listeners = ListenerScan(root / "collector" / "sample-netns")
@@ -96,7 +107,8 @@ def serve(ex: Exporter) -> int:
         signal.signal(sig, lambda signum, _frame: stop.append(signum))
     log(
         f"writing {', '.join(PREFIX + f + '.prom' for f in FILES)} into {ex.out} every {ex.args.interval} s; "
-        f"probes: {', '.join(f'{p.family} ({p.tier})' for p in ex.probes) or 'none'}; top {ex.top} per family"
+        f"probes: {', '.join(f'{m.family} ({m.tier})' for p in ex.probes for m in p.families) or 'none'}"
+        f"{' in one bpftrace' if any(p.members for p in ex.probes) else ''}; top {ex.top} per family"
     )
     try:
         _loop(ex, stop)

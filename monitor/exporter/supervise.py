@@ -31,12 +31,22 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 
 
-@dataclass
-class Probe:
+@dataclass(frozen=True)
+class Member:
+    """A family whose probe file runs inside a bundle (one bpftrace for several files)."""
+
     family: str
     file: Path
     tier: str
+
+
+@dataclass
+class Probe:
+    family: str  # "bundle" for several files in one process (members)
+    file: Path
+    tier: str
     interval: int
+    members: list[Member] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None  # bpftrace
     reader: subprocess.Popen[bytes] | None = None  # probe-to-csv --stream, reading bpftrace
     rows: CsvRows | None = None
@@ -47,6 +57,11 @@ class Probe:
     failures_in_row: int = 0
     next_start: float = 0.0
     err_path: Path | None = None
+
+    @property
+    def families(self) -> list[Member]:
+        """The families this process serves: its members, or itself alone."""
+        return self.members or [Member(self.family, self.file, self.tier)]
 
     def up(self) -> bool:
         return self.running() and self.rows is not None and self.rows.started
@@ -81,9 +96,18 @@ class Probe:
             yield from self.rows.feed(chunk)
 
 
+def reader_command(p: Probe, parser: Path, only: list[str]) -> list[str]:
+    """What reads bpftrace's output: probe-to-csv --stream for one file; for a bundle,
+    collector/probe-split --stream, which gives each family's lines to its own parser."""
+    if p.members:
+        split = parser.parent / "probe-split"
+        return [str(split), "--stream", *(str(m.file) for m in p.members), "--only", ",".join(only)]
+    return [str(parser), "--stream", str(p.file), "--only", ",".join(only)]
+
+
 def spawn(p: Probe, parser: Path, only: list[str], err: Path) -> None:
-    """bpftrace PROBE INTERVAL | probe-to-csv --stream PROBE --only RECORDS, both children
-    of the exporter, each in a session of its own (a terminal's Ctrl-C is the exporter's)."""
+    """bpftrace PROBE INTERVAL | its reader (reader_command), both children of the exporter,
+    each in a session of its own (a terminal's Ctrl-C is the exporter's)."""
     p.err_path = err
     with open(err, "wb") as fh:
         p.proc = subprocess.Popen(
@@ -96,7 +120,7 @@ def spawn(p: Probe, parser: Path, only: list[str], err: Path) -> None:
         )
         assert p.proc.stdout is not None
         p.reader = subprocess.Popen(
-            [str(parser), "--stream", str(p.file), "--only", ",".join(only)],
+            reader_command(p, parser, only),
             stdin=p.proc.stdout,
             stdout=subprocess.PIPE,
             stderr=fh,

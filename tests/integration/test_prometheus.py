@@ -192,15 +192,15 @@ def _overflow_and_check(stack: dict, procs: Children) -> None:
     syn = _query(prom, f'tq_endpoint_retrans_syn_segments_total{{netns="{ns_inode}",side="client"}} > 0')
     assert {r["metric"]["port"] for r in syn} == {"8081"}, syn
 
-    # A probe that dies is restarted, and says so.
-    pid = next(
-        int(p) for p in os.listdir("/proc") if p.isdigit() and _is_probe(int(p), "accept_queue", stack["monitor"].pid)
-    )
+    # Both families run in one bpftrace (scripts/monitor --one-process: collector/probe-bundle).
+    (pid,) = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_probe(int(p), "probes", stack["monitor"].pid)]
+    # A probe that dies is restarted, and says so, for each family it serves.
     os.kill(pid, signal.SIGKILL)
     wait_for(
         "the accept_queue probe restarted and up",
         lambda: (
             _query(prom, 'tq_probe_restarts_total{probe="accept_queue",reason="died"} >= 1')
+            and _query(prom, 'tq_probe_restarts_total{probe="retransmits",reason="died"} >= 1')
             and _query(prom, 'tq_probe_up{probe="accept_queue"} == 1')
         ),
         30,
