@@ -31,7 +31,7 @@ TOP       ?=
 INVENTORY ?=
 SCOPE     ?= all
 
-.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor soak-capture report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ monitor: setup ## exporter mode until Ctrl-C: tq_*.prom for node_exporter's text
 
 soak-monitor: setup ## exporter mode for 30 min beside the busy-host labs: series count and memory (build/soak-monitor.csv)
 	@dev/soak-monitor
+
+soak-capture: setup ## a capture of every family for 60 min beside steady load and thread churn: output bytes/s per minute, report time (build/soak-capture.csv; MINUTES=)
+	@dev/soak-capture $(if $(MINUTES),--minutes $(MINUTES))
 
 report: setup ## (re)write verdicts.json, report.md and plots for RUN (default runs/latest)
 	@$(PY) -m analysis report $(RUN)

@@ -18,7 +18,7 @@ from analysis.load import read_table
 
 from .interrupts import ROOT
 
-CHURN = Path(__file__).with_name("thread_churn.py")
+CHURN = ROOT / "dev" / "thread_churn.py"
 
 
 def _blocks(raw: str, pid: int) -> list[set[int]]:
