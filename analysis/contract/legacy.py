@@ -15,7 +15,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,13 @@ def _listeners_v1() -> Table:
 
 
 # Tables a contract did not have: read as empty from runs of that contract.
-ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {2: frozenset({"rt_flow"})}
+# threads.csv (contract 6): the scheduler's per-thread clocks for the listeners' processes.
+ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {
+    2: frozenset({"rt_flow", "threads"}),
+    3: frozenset({"threads"}),
+    4: frozenset({"threads"}),
+    5: frozenset({"threads"}),
+}
 
 LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     2: {

@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 5
+CONTRACT_VERSION = 6
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -351,6 +351,25 @@ TABLES: dict[str, Table] = {
                 Col("timer_max_s", FLOAT, "most time left (s)", NONNEG, nullable=True),
             ),
             key=("time_s", "netns", "laddr", "raddr", "service_port", "service_local"),
+        ),
+        Table(
+            "threads",
+            "threads.csv",
+            "collector/sample-netns",
+            1,
+            "Per sample, every thread of every process holding a listener of the namespace (ss -p): the "
+            "scheduler's own clocks from /proc/PID/task/TID/schedstat. A loop's CPU share comes from here "
+            "when its thread is listed (the epoll probe reads the clock only at its sampled calls).",
+            (
+                SAMPLE_TIME,
+                NETNS,
+                Col("pid", INT, "process id (the host's)", NONNEG),
+                Col("tid", INT, "thread id", NONNEG),
+                Col("comm", STR, "thread name at the sample: " + COMM_TEXT, nullable=True),
+                Col("cpu_ns", INT, "time on a CPU since the thread started (ns; schedstat field 1)", NONNEG),
+                Col("runq_ns", INT, "time runnable, waiting for a CPU (ns; schedstat field 2)", NONNEG),
+            ),
+            key=("time_s", "netns", "pid", "tid"),
         ),
         Table(
             "sysctls",

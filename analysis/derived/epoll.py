@@ -100,6 +100,27 @@ def cpu_share_overall(rows: pd.DataFrame) -> float | None:
     return float(later.sum()) / (span * 1e9) if span > 0 and later.notna().any() else None
 
 
+# A share from two readings of the scheduler's clock this far apart at least (issue: within 2 points
+# of /proc over >= 5 s); closer readings say little about a loop.
+MIN_SCHEDSTAT_SPAN_S = 5.0
+
+
+def cpu_share_schedstat(threads: pd.DataFrame) -> dict[tuple[int, int], float]:
+    """Each thread's CPU share from the scheduler's own clock (threads.csv: schedstat of the
+    listeners' processes): its time on a CPU between its first and last sample over the time
+    between them. Threads sampled less than MIN_SCHEDSTAT_SPAN_S apart are left out. A
+    process sampled in two namespaces (listeners in both) is read once per sample."""
+    if threads.empty:
+        return {}
+    one = threads.drop_duplicates(["time_s", "pid", "tid"]).sort_values("time_s")
+    out: dict[tuple[int, int], float] = {}
+    for (pid, tid), rows in one.groupby(["pid", "tid"], sort=False):
+        span = float(rows["time_s"].iloc[-1] - rows["time_s"].iloc[0])
+        if span >= MIN_SCHEDSTAT_SPAN_S:
+            out[(int(pid), int(tid))] = float(rows["cpu_ns"].iloc[-1] - rows["cpu_ns"].iloc[0]) / (span * 1e9)
+    return out
+
+
 def loop_numbers(rows: pd.DataFrame, interval_s: float) -> dict[str, float | int | None]:
     """A thread's epoll calls over its rows: calls a second, and per call the share non-blocking,
     events, and the share that came back empty (percentages rounded as reported)."""

@@ -23,6 +23,7 @@ import pandas as pd
 from ..derived.epoll import (
     cpu_recorded,
     cpu_share_overall,
+    cpu_share_schedstat,
     loop_numbers,
     per_thread,
     process_wait_share,
@@ -32,7 +33,7 @@ from ..findings import Finding, Link
 from .base import Rule, RunView
 
 KIND = "event_loop_saturation"
-INPUTS = ("ep_loop", "listeners", "aq_accept")
+INPUTS = ("ep_loop", "listeners", "aq_accept", "threads")
 # Events per interval before a loop counts as busy. The signal is that the
 # loop never waits while work keeps arriving; this floor only keeps an idle
 # poller out. It was 50: a CPU-bound server that takes 40 ms a request (the
@@ -68,6 +69,7 @@ class _Thread:
     active: pd.Series  # intervals with events
     busy: pd.Series  # intervals with events in which the loop never waited
     cpu_overall: float | None  # its CPU share over its span; None when not recorded
+    cpu_from: str | None  # where cpu_overall comes from: "schedstat" (threads.csv) or "probe"
 
 
 @dataclass
@@ -126,27 +128,35 @@ def _active(rows: pd.DataFrame) -> pd.Series:
 
 def _busy(rows: pd.DataFrame, share: pd.Series, process_wait: pd.Series, cpu_overall: float | None) -> pd.Series:
     """Intervals with events in which the thread never waited in epoll and found work at every call;
-    when its CPU time is recorded, also on the CPU, or no thread of its process waited then."""
+    when its CPU time is known, also on the CPU, or no thread of its process waited then."""
     active = _active(rows)
     finds_work = rows["ret_zero"] <= MAX_EMPTY_SHARE * rows["calls"]
     busy = active & (share < MAX_WAIT_SHARE) & finds_work
-    if not cpu_recorded(rows):
+    if cpu_overall is None and not cpu_recorded(rows):
         return busy
     on_cpu = cpu_overall is not None and cpu_overall >= MIN_CPU_SHARE
     process_waits = rows["time_s"].map(process_wait).astype(float) >= MAX_WAIT_SHARE
     return busy & (on_cpu | ~process_waits)
 
 
-def _threads(pt: pd.DataFrame, interval: float) -> dict[tuple[int, int], _Thread]:
-    """Each thread's numbers first, so a saturated thread can be told apart from its process's idle ones."""
+def _threads(pt: pd.DataFrame, interval: float, sched: dict[tuple[int, int], float]) -> dict[tuple[int, int], _Thread]:
+    """Each thread's numbers first, so a saturated thread can be told apart from its process's idle ones.
+    Its CPU share from the scheduler's clock where threads.csv has it (the probe reads the clock
+    only at its sampled calls, and a loop busy with long requests makes few: 79 % against /proc's
+    96 % for a Python loop), else from the probe."""
     process_wait = process_wait_share(pt, interval)
     threads: dict[tuple[int, int], _Thread] = {}
     for (pid, tid), rows in pt.groupby(["pid", "tid"], sort=True):
         rows = rows.sort_values("time_s")
         share = wait_share(rows, interval)
-        cpu_overall = cpu_share_overall(rows) if cpu_recorded(rows) else None
+        key = (int(pid), int(tid))
+        if key in sched:
+            cpu_overall, cpu_from = sched[key], "schedstat"
+        else:
+            cpu_overall = cpu_share_overall(rows) if cpu_recorded(rows) else None
+            cpu_from = "probe" if cpu_overall is not None else None
         busy = _busy(rows, share, process_wait.loc[int(pid)], cpu_overall)
-        threads[(int(pid), int(tid))] = _Thread(rows, share, _active(rows), busy, cpu_overall)
+        threads[key] = _Thread(rows, share, _active(rows), busy, cpu_overall, cpu_from)
     return threads
 
 
@@ -184,6 +194,7 @@ def _probe_evidence(run: RunView, loops: _Loops, th: _Thread) -> dict[str, Any]:
         "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
         "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
         "cpu_share_busy_pct": round(100 * th.cpu_overall, 1) if th.cpu_overall is not None else None,
+        "cpu_share_from": th.cpu_from,
         "per_thread": loops.per_thread_data,
         "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
         # Consecutive intervals: a loop that is busy for a moment (a burst of connects) is not saturated.
@@ -274,7 +285,8 @@ def _evaluate(run: RunView) -> list[Finding]:
     interval = float(run.metadata.get("interval_s", 1))
     pt = per_thread(run)
     per_thread_data = bool((pt["tid"] != pt["pid"]).any()) or int(run.metadata.get("data_contract", 2)) >= 3
-    loops = _Loops(pt, run.table("listeners"), interval, per_thread_data, _threads(pt, interval))
+    sched = cpu_share_schedstat(run.table("threads"))
+    loops = _Loops(pt, run.table("listeners"), interval, per_thread_data, _threads(pt, interval, sched))
     found = (_evaluate_thread(run, loops, pid, tid) for pid, tid in loops.threads)
     return [f for f in found if f is not None]
 

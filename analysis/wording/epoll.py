@@ -39,7 +39,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "Probe: in {intervals_never_waiting} of {intervals_with_events} busy intervals the loop spent under 5 % of "
         "the time blocked in epoll",
         Opt(" (mean {wait_share_busy_pct} %)"),
-        Opt(" while on the CPU {cpu_share_busy_pct} % of the time"),
+        Opt(" while on the CPU {cpu_share_busy_pct} % of the time ({cpu_share_from})"),
         Opt("; {calls_per_s} calls/s"),
         Opt(", {nonblocking_share_pct} % non-blocking polls"),
         Opt(", {events_per_call} events per call"),
