@@ -56,7 +56,7 @@ class Exporter:
         self.fams = self.tables.fams
         self.ns = Namespaces(root / "collector" / "sample-netns")
         self.listeners = ListenerScan(root / "collector" / "sample-netns")
-        self.threads = ThreadScan()
+        self.threads = ThreadScan(root / "collector" / "sample-netns")
         self.sup = Supervisor(self.probes, root / "collector" / "probe-to-csv", self.state, list(ROWS_USED),
                               args.segment, self.row)  # fmt: skip
         self.health = Health(self.probes)

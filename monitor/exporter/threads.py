@@ -1,7 +1,9 @@
 """Threads from procfs, with no probe: CPU time and run-queue wait per thread, from
-/proc/<pid>/task/<tid>/schedstat (on-CPU ns, waiting-for-a-CPU ns, timeslices), for the
-threads of the processes that own a listener (and their children: nginx's or gunicorn's
-workers share the master's listener) and for the threads the epoll probe named.
+/proc/<pid>/task/<tid>/schedstat (on-CPU ns, waiting-for-a-CPU ns), for the threads of
+the processes that own a listener (and their children: nginx's or gunicorn's workers
+share the master's listener) and for the threads the epoll probe named.
+collector/sample-netns --threads-of reads them, the one reader of per-thread clocks, as
+capture's threads.csv.
 
 A thread cannot spend more of a second blocked (in epoll_wait or anywhere) than what is
 left after its time on a CPU and in a run queue: on CPU plus waiting >= 95 % is a loop
@@ -9,7 +11,10 @@ that never waits for events, whatever its syscalls. Why it is busy needs the pro
 
 from __future__ import annotations
 
-import os
+import csv
+import io
+import subprocess
+from pathlib import Path
 
 from .objects import Family
 
@@ -36,34 +41,30 @@ class ThreadScan:
     """Each scan: per thread the CPU and run-queue time since the last scan (all of it for
     a thread first seen after the first scan: it started since), as counter increments."""
 
-    def __init__(self) -> None:
+    def __init__(self, sampler: Path) -> None:
+        self.sampler = sampler  # collector/sample-netns
         self.last: dict[tuple[int, int], tuple[int, int]] = {}
-        self.comm: dict[tuple[int, int], str] = {}
         self.scans = 0
+
+    def rows(self, pids: set[int]) -> list[dict[str, str]]:
+        if not pids:
+            return []
+        cmd = [str(self.sampler), "--threads-of", *(str(p) for p in sorted(pids))]
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="backslashreplace", check=False)
+        return list(csv.DictReader(io.StringIO(r.stdout)))
 
     def scan(self, fam: Family, pids: set[int], now: float) -> None:
         seen: set[tuple[int, int]] = set()
-        for pid in sorted(pids):
-            try:
-                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-            except OSError:
-                continue
-            for tid in tids:
-                self._thread(fam, pid, tid, now, seen)
+        for row in self.rows(pids):
+            if row["pid"].isdigit() and row["tid"].isdigit() and row["cpu_ns"].isdigit() and row["runq_ns"].isdigit():
+                self._thread(fam, row, now, seen)
         for k in [k for k in self.last if k not in seen]:
             del self.last[k]
-            self.comm.pop(k, None)
         self.scans += 1
 
-    def _thread(self, fam: Family, pid: int, tid: int, now: float, seen: set[tuple[int, int]]) -> None:
-        stat = _read(f"/proc/{pid}/task/{tid}/schedstat")
-        parts = (stat or "").split()
-        if len(parts) < 2:
-            return
-        k = (pid, tid)
-        cpu, wait = int(parts[0]), int(parts[1])
-        if k not in self.comm:
-            self.comm[k] = (_read(f"/proc/{pid}/task/{tid}/comm") or "").rstrip("\n")
+    def _thread(self, fam: Family, row: dict[str, str], now: float, seen: set[tuple[int, int]]) -> None:
+        k = (int(row["pid"]), int(row["tid"]))
+        cpu, wait = int(row["cpu_ns"]), int(row["runq_ns"])
         seen.add(k)
         last = self.last.get(k)
         self.last[k] = (cpu, wait)
@@ -72,4 +73,4 @@ class ThreadScan:
         else:
             d_cpu, d_wait = (cpu - last[0], wait - last[1]) if last else (cpu, wait)
         counters = {"loop_cpu_seconds_total": d_cpu / _NS, "loop_runqueue_wait_seconds_total": d_wait / _NS}
-        fam.add((str(pid), str(tid), self.comm[k]), now, counters, (d_cpu + d_wait) / _NS)
+        fam.add((row["pid"], row["tid"], row["comm"]), now, counters, (d_cpu + d_wait) / _NS)

@@ -1,5 +1,5 @@
 """collector/sample-netns: the one reader of listeners (capture's listeners.csv, the
-exporter's --listeners-of). ss pads the first skmem line with spaces to the width of
+exporter's --listeners-of) and of per-thread clocks (threads.csv, --threads-of). ss pads the first skmem line with spaces to the width of
 its columns: data/ss-ltnpmH.txt is `ss -ltnpmH` on this project's CI machine (a listener
 on 0.0.0.0:2024 and three python3 listeners), verbatim. Every listener must get its
 drop counter, padded line or not."""
@@ -86,3 +86,34 @@ def test_an_ss_stopped_mid_dump_leaves_no_row(tmp_path: Path) -> None:
     head = TW_OUTPUT.read_text().splitlines()[0]
     rows = _sample_once(tmp_path, f"#!/bin/sh\necho '{head}'\nprintf '0      0      127.0'\nkill -TERM $$\n")
     assert rows == []
+
+
+def test_threads_of_a_process_with_a_hostile_thread_name() -> None:
+    """--threads-of (capture's threads.csv, the exporter's loop clocks): every thread of the
+    PID with the scheduler's clocks, its name quoted per RFC 4180 (a comm may hold , " LF)."""
+    import threading
+
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def named() -> None:
+        tid.append(threading.get_native_id())
+        Path(f"/proc/self/task/{tid[0]}/comm").write_text('a,b"c\nd')
+        ready.set()
+        done.wait(10)
+
+    t = threading.Thread(target=named)
+    t.start()
+    try:
+        ready.wait(10)
+        r = subprocess.run([str(ROOT / "collector" / "sample-netns"), "--threads-of", str(os.getpid())],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    finally:
+        done.set()
+        t.join()
+    rows = {int(r["tid"]): r for r in csv.DictReader(io.StringIO(r.stdout))}
+    assert os.getpid() in rows and tid[0] in rows
+    assert rows[tid[0]]["comm"] == 'a,b"c\nd'
+    mine = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()
+    assert 0 < int(rows[os.getpid()]["cpu_ns"]) <= int(mine[0])
+    assert rows[os.getpid()]["netns"] == str(os.stat("/proc/self/ns/net").st_ino)

@@ -10,6 +10,7 @@ import time
 
 from monitor.exporter.objects import Family
 from monitor.exporter.threads import ThreadScan, with_children
+from tests.conftest import ROOT
 
 
 def _named(name: str, tids: list[int]) -> None:
@@ -42,7 +43,7 @@ def test_a_spinning_thread_gets_its_cpu_time_and_a_sleeping_one_none() -> None:
     sleeper = threading.Thread(target=_sleep, args=(0.6, sleep_tids, go))
     spinner.start()
     sleeper.start()
-    scan, fam = ThreadScan(), Family("loop", top_n=100, ttl=600)
+    scan, fam = ThreadScan(ROOT / "collector" / "sample-netns"), Family("loop", top_n=100, ttl=600)
     time.sleep(0.05)
     scan.scan(fam, {pid}, 1.0)  # baseline: every thread is running before the first scan
     go.set()
@@ -62,7 +63,7 @@ def test_a_thread_that_exited_is_forgotten() -> None:
     tids: list[int] = []
     t = threading.Thread(target=_sleep, args=(0.05, tids))
     t.start()
-    scan, fam = ThreadScan(), Family("loop", top_n=100, ttl=600)
+    scan, fam = ThreadScan(ROOT / "collector" / "sample-netns"), Family("loop", top_n=100, ttl=600)
     scan.scan(fam, {os.getpid()}, 1.0)
     t.join()
     scan.scan(fam, {os.getpid()}, 2.0)
