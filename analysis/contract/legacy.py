@@ -47,12 +47,17 @@ def _tw_connect_from_v1(df: pd.DataFrame) -> pd.DataFrame:
 
 def _listeners_from_v1(df: pd.DataFrame) -> pd.DataFrame:
     # The listener's own drop counter (ss -m) was not recorded before contract 5.
-    df = df.assign(drops=pd.NA)
+    return _listeners_from_v2(df.assign(drops=pd.NA))
+
+
+def _listeners_from_v2(df: pd.DataFrame) -> pd.DataFrame:
+    # Whether a "::" listener took IPv4 too was not recorded before contract 6.
+    df = df.assign(dual_stack=pd.NA)
     return TABLES["listeners"].schema().coerce_dtype(df[TABLES["listeners"].column_names])
 
 
 def _listeners_v1() -> Table:
-    """listeners.csv as contracts 2 to 4 wrote it: today's columns less drops."""
+    """listeners.csv as contracts 2 to 4 wrote it: today's columns less drops and dual_stack."""
     now = TABLES["listeners"]
     return Table(
         now.name,
@@ -60,7 +65,22 @@ def _listeners_v1() -> Table:
         now.writer,
         1,
         "ss -ltnp snapshot per sample: every TCP listener of the namespace.",
-        tuple(c for c in now.columns if c.name != "drops"),
+        tuple(c for c in now.columns if c.name not in ("drops", "dual_stack")),
+        key=now.key,
+    )
+
+
+def _listeners_v2() -> Table:
+    """listeners.csv as contract 5 wrote it: today's columns less dual_stack."""
+    now = TABLES["listeners"]
+    return Table(
+        now.name,
+        now.file,
+        now.writer,
+        2,
+        "ss -ltnpm snapshot per sample: every TCP listener of the namespace, with the kernel's own count "
+        "of what it dropped.",
+        tuple(c for c in now.columns if c.name != "dual_stack"),
         key=now.key,
     )
 
@@ -221,7 +241,8 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
         ),
     },
     4: {},
+    5: {"listeners": Legacy(_listeners_v2(), _listeners_from_v2)},
 }
-# listeners.csv gained drops in contract 5: every older contract wrote version 1.
+# listeners.csv gained drops in contract 5 (and dual_stack in 6): every older contract wrote version 1.
 for _contract in (2, 3, 4):
     LEGACY_TABLES[_contract]["listeners"] = Legacy(_listeners_v1(), _listeners_from_v1)

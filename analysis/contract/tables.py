@@ -293,7 +293,7 @@ TABLES: dict[str, Table] = {
             "listeners",
             "listeners.csv",
             "collector/sample-netns",
-            2,
+            3,
             "ss -ltnpm snapshot per sample: every TCP listener of the namespace, with the kernel's own count "
             "of what it dropped.",
             (
@@ -312,6 +312,15 @@ TABLES: dict[str, Table] = {
                     "created, raised by tcp_listendrop() with the namespace's ListenDrops (empty: not shown "
                     "by this kernel, or a run of contract 4 or older)",
                     NONNEG,
+                    nullable=True,
+                ),
+                Col(
+                    "dual_stack",
+                    INT,
+                    "1: an IPv6 wildcard that takes IPv4 clients too (ss prints it as *; laddr is ::, and its "
+                    "IPv4 clients are ::ffff:a.b.c.d to it), 0: any other listener (an IPV6_V6ONLY [::] "
+                    "included); empty: a run of contract 5 or older",
+                    (pa.Check.isin([0, 1]),),
                     nullable=True,
                 ),
             ),

@@ -37,6 +37,17 @@ def dual_stack(laddr: str) -> bool:
     return laddr == "::"
 
 
+def listener_dual_stack(listeners: pd.DataFrame, netns: int, laddr: str, lport: int) -> bool | None:
+    """Whether a listener takes IPv4 clients on an IPv6 socket, as ss saw it (listeners.csv
+    dual_stack: ss prints such a wildcard as "*"); None when no sample says (a run of
+    contract 5 or older, or a listener never sampled)."""
+    if laddr != "::" or listeners.empty or "dual_stack" not in listeners:
+        return False if laddr != "::" else None
+    rows = listeners[(listeners["netns"] == netns) & (listeners["laddr"] == laddr) & (listeners["lport"] == lport)]
+    seen = rows["dual_stack"].dropna()
+    return bool((seen == 1).any()) if len(seen) else None
+
+
 def listeners_serving(listeners: pd.DataFrame, client_netns: int, raddr: str, port: int) -> pd.Series:
     """Which rows of a listener table (netns, laddr, lport) take connections a client in
     client_netns makes to raddr:port: the same address in its plain form, or a wildcard

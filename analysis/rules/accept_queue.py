@@ -46,6 +46,7 @@ from ..derived.accept_queue import (
     somaxconn,
     ss_full_listeners,
 )
+from ..derived.addresses import listener_dual_stack
 from ..derived.counters import recorded, sampled, total_delta
 from ..findings import Finding, Link, Status
 from ..kernel import SYN_RETRY_US, accept_queue_room
@@ -97,12 +98,13 @@ class _Listener:
 
 
 def _subject(run: RunView, li: _Listener) -> dict[str, Any]:
-    """The listener, and the process behind it."""
+    """The listener (and whether ss saw it take IPv4 on an IPv6 socket), and the process behind it."""
     return {
         "netns": li.netns,
         "netns_label": run.netns_label(li.netns),
         "laddr": li.laddr,
         "lport": li.lport,
+        "dual_stack": listener_dual_stack(run.table("listeners"), li.netns, li.laddr, li.lport),
         **owner(run, li.netns, li.lport),
     }
 

@@ -36,7 +36,12 @@ def where(s: Mapping[str, Any]) -> str:
             return f"the flow {_or(s.get('laddr'), 'an unknown address')}:{s['lport']} -> {raddr}:{s['rport']}{side}"
         return f"{_or(s.get('laddr'), 'an unknown address')} <-> {raddr} port {port}{side}"
     if not is_missing(s.get("lport")):
-        return f"{s.get('laddr')}:{s.get('lport')}" if not is_missing(s.get("laddr")) else f"port {s.get('lport')}"
+        if is_missing(s.get("laddr")):
+            return f"port {s.get('lport')}"
+        laddr = str(s["laddr"])
+        # An IPv6 address in brackets before its port, as the application's own logs write it.
+        at = f"[{laddr}]:{s['lport']}" if ":" in laddr else f"{laddr}:{s['lport']}"
+        return at + (" (dual-stack: IPv4 clients too)" if s.get("dual_stack") is True else "")
     return "a listener not seen by the probe"
 
 

@@ -1,8 +1,8 @@
-"""collector/sample-netns: the one reader of listeners (capture's listeners.csv, the
-exporter's --listeners-of) and of per-thread clocks (threads.csv, --threads-of). ss pads the first skmem line with spaces to the width of
-its columns: data/ss-ltnpmH.txt is `ss -ltnpmH` on this project's CI machine (a listener
-on 0.0.0.0:2024 and three python3 listeners), verbatim. Every listener must get its
-drop counter, padded line or not."""
+"""collector/sample-netns: the one reader of listeners (capture's listeners.csv, the exporter's
+--listeners-of) and of per-thread clocks (threads.csv, --threads-of). ss pads the first
+skmem line with spaces to the width of its columns: data/ss-ltnpmH.txt is `ss -ltnpmH` on
+this project's CI machine (a listener on 0.0.0.0:2024 and three python3 listeners),
+verbatim. Every listener must get its drop counter, padded line or not."""
 
 from __future__ import annotations
 

@@ -1,0 +1,77 @@
+"""Real servers as users run them, in a namespace the test makes (loopback only).
+
+A Java server (`new ServerSocket(port)`: backlog 50 on a dual-stack "::" listener) stalls
+under 300 IPv4 clients of 127.0.0.1. The kernel sees the server's side as ::ffff:127.0.0.1
+and the clients' as 127.0.0.1: one listener, one overflow finding, and the clients'
+retransmits attributed to that full accept queue, never to loss on a path (issue 18: they
+were "data segments lost on the path (data_loss)" on loopback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.integration.children import wait_for
+
+pytestmark = pytest.mark.integration
+SERVERS = Path(__file__).with_name("servers")
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    name = f"tq-test-srv-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+    try:
+        yield name
+    finally:
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            subprocess.run(["kill", "-KILL", pid], check=False)
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def _capture(ns: str, run: Path, seconds: int, probes: str) -> subprocess.Popen:
+    cap = subprocess.Popen([str(ROOT / "collector" / "capture"), "-d", str(seconds), "-q", "-n", ns, "-p", probes,
+                            "-o", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_for("the capture", lambda: (run / ".capture-ready").exists() or cap.poll() is not None, 120)
+    assert cap.poll() is None, cap.stderr.read() if cap.stderr else ""
+    return cap
+
+
+def test_a_dual_stack_java_listener_overflowing_under_ipv4_clients(kernel, netns: str, tmp_path: Path) -> None:
+    java = subprocess.Popen(["ip", "netns", "exec", netns, "java", str(SERVERS / "StallServer.java"), "7401", "60"],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert java.stdout is not None
+    assert "listening" in java.stdout.readline()  # compiled and bound
+    run = tmp_path / "run"
+    cap = _capture(netns, run, 14, "accept_queue,retransmits")
+    clients = subprocess.run(["ip", "netns", "exec", netns, sys.executable, str(SERVERS / "clients.py"), "127.0.0.1",
+                              "7401", "300", "8"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert cap.wait(timeout=120) == 0, cap.stderr.read() if cap.stderr else ""
+    assert clients.stdout.strip() == "connected 51 of 300", clients.stdout  # 50 queued + 1 (depth > limit)
+    findings = [f for f in json.loads((run / "verdicts.json").read_text())["findings"] if f["status"] != "absent"]
+    mine = [f for f in findings if f["subject"].get("netns_label") == netns]
+    overflow = [f for f in mine if f["kind"] == "accept_queue_overflow"]
+    assert [(f["subject"]["laddr"], f["subject"]["lport"], f["subject"]["comm"]) for f in overflow] == [
+        ("::", 7401, "java")
+    ], overflow
+    assert overflow[0]["subject"]["dual_stack"] is True and overflow[0]["cause_class"] == "stall"
+    limit = next(link for link in overflow[0]["chain"] if link["link"] == "probe")["evidence"]["limit"]
+    assert limit == 50  # Java's default backlog
+    storms = [f for f in mine if f["kind"] == "retransmit_storm"]
+    assert storms, mine
+    for f in storms:
+        # The clients' side, 127.0.0.1 -> 127.0.0.1:7401, and the server's, ::ffff:127.0.0.1: one queue.
+        assert f["cause_class"] in ("remote_accept_queue_full", "local_accept_queue_full"), f
+    report = (run / "report.md").read_text()
+    assert "[::]:7401 (dual-stack: IPv4 clients too) (java pid" in report
+    for wrong in ("on the path", "lossy hop", "data_loss", "syn_loss"):
+        assert wrong not in report, (wrong, report)
