@@ -39,10 +39,14 @@ def owner(run: RunLike, netns: int, lport: int) -> dict[str, Any]:
     return {"pid": None, "comm": None, "source": None}
 
 
-def requested_backlog(run: RunLike, netns: int, lport: int) -> int | None:
-    """The backlog the application passed to listen(): from the probe, else from the lab's server block."""
+def requested_backlog(run: RunLike, netns: int, lport: int, limit: int | None = None) -> int | None:
+    """The backlog the application passed to listen(): from the probe (the last call that set
+    `limit`, the limit in force, when one did: an application that re-listens asks for
+    several), else from the lab's server block."""
     lis = run.table("aq_listen")
     lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport) & (lis["ret"] == 0)]
+    if limit is not None and (lis["limit_effective"] == limit).any():
+        lis = lis[lis["limit_effective"] == limit]
     if not lis.empty:
         return int(lis["backlog_requested"].iloc[-1])
     lab_server = (run.lab or {}).get("server") or {}
@@ -213,7 +217,8 @@ def listener_symptoms(run: RunLike, netns: int, laddr: str, lport: int) -> dict[
         "synack_retrans_by_listener": int(srv["synack_segs"].sum()) if not srv.empty else 0,
         "ss_samples": len(ls),
         "ss_recv_q_max": int(ls["recv_q"].max()) if not ls.empty else None,
-        "ss_send_q": int(ls["send_q"].max()) if not ls.empty else None,
+        # The limit when the queue was deepest (an application can change it: memcached sets 0).
+        "ss_send_q": int(ls.loc[ls["recv_q"].idxmax(), "send_q"]) if not ls.empty else None,
         "ss_samples_full": int((ls["recv_q"] > ls["send_q"]).sum()) if not ls.empty else 0,
     }
 
@@ -309,13 +314,28 @@ def limit_in_force(rows: pd.DataFrame, full: pd.DataFrame) -> int:
     return int(limits.mode().min())
 
 
-def limit_changes(rows: pd.DataFrame, start: float) -> list[dict[str, float | int]]:
-    """Each change of a listener's limit between its probe intervals: when (seconds into the
-    capture), from and to."""
-    rows = rows.sort_values("time_s")
-    limits = rows["limit"].astype("int64")
-    moved = limits.ne(limits.shift()) & limits.shift().notna()
-    return [
-        {"at_rel_s": round(float(t) - start, 1), "from": int(a), "to": int(b)}
-        for t, a, b in zip(rows["time_s"][moved], limits.shift()[moved], limits[moved], strict=True)
+def limit_changes(rows: pd.DataFrame, start: float, calls: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """Each change of a listener's limit: when (seconds into the capture), from and to, and the
+    listen() call that made it when the probe saw one. Two sources in time order: the limit each
+    probe interval read (aq_listener), and each successful listen() call (calls: the listener's
+    aq_listen rows, timed to the second), so a change the application made and undid within
+    one interval is seen too (memcached: listen(fd, 0) at its connection limit, listen(fd, 32)
+    when connections close)."""
+    seen: list[tuple[float, int, int, dict[str, Any] | None]] = [
+        (float(t), 1, int(lim), None) for t, lim in zip(rows["time_s"], rows["limit"], strict=True)
     ]
+    if calls is not None and not calls.empty:
+        for c in calls[calls["ret"] == 0].itertuples(index=False):
+            call = {"backlog": int(c.backlog_requested), "pid": int(c.pid), "comm": str(c.comm),
+                    "at_rel_s": round(float(c.time_s) - start, 1)}  # fmt: skip
+            seen.append((float(c.time_s), 0, int(c.limit_effective), call))  # a call before its interval's row
+    out: list[dict[str, Any]] = []
+    last: int | None = None
+    for t, _, lim, call in sorted(seen, key=lambda e: e[:2]):
+        if last is not None and lim != last:
+            change: dict[str, Any] = {"at_rel_s": round(t - start, 1), "from": last, "to": lim}
+            if call is not None:
+                change["listen"] = call
+            out.append(change)
+        last = lim
+    return out

@@ -316,7 +316,7 @@ def _cause_evidence(
     rates: AcceptRates,
 ) -> dict[str, Any]:
     """Requested vs effective backlog and which knob binds; accept vs arrival; the saturation model."""
-    requested = requested_backlog(run, li.netns, li.lport)
+    requested = requested_backlog(run, li.netns, li.lport, li.limit)
     somax = somaxconn(run, li.netns)
     binding, expected = _binding_knob(requested, somax)
     ev: dict[str, Any] = {
@@ -396,7 +396,9 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
     li = _Listener(key, rows, full, limit_in_force(rows, full), interval_s(run), ns)
     subject = _subject(run, li)
     probe_ev = _probe_evidence(li)
-    if changes := limit_changes(li.rows, run.start):
+    calls = run.table("aq_listen")
+    calls = calls[(calls["netns"] == li.netns) & (calls["lport"] == li.lport)]
+    if changes := limit_changes(li.rows, run.start, calls):
         probe_ev["limit_changes"] = changes  # the limit in force at the overflow is li.limit
     if key not in ns.full_times and ns.drops.get(listener_key(li.laddr, li.lport), 0) > 0:
         # The probe did not see it full, the kernel's own per-listener counter says it dropped.

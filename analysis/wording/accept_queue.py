@@ -294,12 +294,29 @@ def _share_text(ev: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+LIMIT_CHANGES_SHOWN = 3
+
+
+def _limit_change(c: dict[str, Any]) -> str:
+    """'from 32 to 0 at 3.0 s (memcached pid 7 called listen(fd, 0) at 2.4 s)'; the call when the probe saw it."""
+    text = f"from {number(c['from'])} to {number(c['to'])} at {number(c['at_rel_s'])} s"
+    call = c.get("listen")
+    if call:
+        text += (
+            f" ({call['comm']} pid {number(call['pid'])} called listen(fd, {number(call['backlog'])})"
+            f" at {number(call['at_rel_s'])} s)"
+        )
+    return text
+
+
 def _probe(link: Link, ev: dict[str, Any]) -> None:
     changes = ev.get("limit_changes")
     if changes:
-        ev["limit_changes_text"] = join_words(
-            [f"from {number(c['from'])} to {number(c['to'])} at {number(c['at_rel_s'])} s" for c in changes]
-        )
+        shown = [_limit_change(c) for c in changes[:LIMIT_CHANGES_SHOWN]]
+        if len(changes) > LIMIT_CHANGES_SHOWN:  # memcached flaps 0 <-> 32 as its connections close
+            more = len(changes) - LIMIT_CHANGES_SHOWN
+            shown.append(f"{more} more change{'s' if more > 1 else ''} up to {number(changes[-1]['at_rel_s'])} s")
+        ev["limit_changes_text"] = join_words(shown)
     if link.key != "no_full_listener_seen":
         return
     st = ev.get("probe_status")

@@ -4,7 +4,12 @@ A Java server (`new ServerSocket(port)`: backlog 50 on a dual-stack "::" listene
 under 300 IPv4 clients of 127.0.0.1. The kernel sees the server's side as ::ffff:127.0.0.1
 and the clients' as 127.0.0.1: one listener, one overflow finding, and the clients'
 retransmits attributed to that full accept queue, never to loss on a path (issue 18: they
-were "data segments lost on the path (data_loss)" on loopback)."""
+were "data segments lost on the path (data_loss)" on loopback).
+
+memcached at its connection limit (-c 20; -o no_maxconns_fast, the way it worked before 1.5
+and still does when accept() runs out of file descriptors) stops accepting by calling
+listen(fd, 0), and listen(fd, 32) again when connections close: the limit in force at the
+overflow is 0, not the 32 asked for, and the chain names the listen() calls."""
 
 from __future__ import annotations
 
@@ -75,3 +80,32 @@ def test_a_dual_stack_java_listener_overflowing_under_ipv4_clients(kernel, netns
     assert "[::]:7401 (dual-stack: IPv4 clients too) (java pid" in report
     for wrong in ("on the path", "lossy hop", "data_loss", "syn_loss"):
         assert wrong not in report, (wrong, report)
+
+
+def test_memcached_lowers_its_backlog_to_0_at_its_connection_limit(kernel, netns: str, tmp_path: Path) -> None:
+    mc = ["memcached", "-u", "nobody", "-l", "127.0.0.1", "-p", "11311", "-b", "32", "-c", "20", "-t", "1",
+          "-o", "no_maxconns_fast"]  # fmt: skip
+    run = tmp_path / "run"
+    # Started after the probe, so its first listen(fd, 32) is seen too.
+    cap = _capture(netns, run, 12, "accept_queue")
+    server = subprocess.Popen(["ip", "netns", "exec", netns, *mc], stderr=subprocess.DEVNULL)
+    listening = ["ip", "netns", "exec", netns, "ss", "-ltnH", "sport", "= :11311"]
+    wait_for("memcached", lambda: "LISTEN" in subprocess.run(listening, capture_output=True, text=True).stdout, 30)
+    clients = subprocess.run(["ip", "netns", "exec", netns, sys.executable, str(SERVERS / "clients.py"), "127.0.0.1",
+                              "11311", "60", "5"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert cap.wait(timeout=120) == 0, cap.stderr.read() if cap.stderr else ""
+    server.kill()
+    connected = int(clients.stdout.split()[1])
+    assert connected < 60, clients.stdout  # the rest found no room
+    findings = json.loads((run / "verdicts.json").read_text())["findings"]
+    mine = [f for f in findings if f["kind"] == "accept_queue_overflow" and f["subject"].get("netns_label") == netns]
+    assert [(f["subject"]["lport"], f["subject"]["comm"], f["status"]) for f in mine] == [
+        (11311, "memcached", "confirmed")
+    ], mine
+    probe = next(link for link in mine[0]["chain"] if link["link"] == "probe")["evidence"]
+    assert probe["limit"] == 0, probe  # in force at the overflow
+    changes = probe["limit_changes"]
+    assert [(c["from"], c["to"]) for c in changes][:2] == [(32, 0), (0, 32)], changes
+    assert changes[0]["listen"]["backlog"] == 0 and changes[0]["listen"]["comm"] == "memcached", changes
+    report = (run / "report.md").read_text()
+    assert "from 32 to 0 at" in report and "called listen(fd, 0)" in report, report
