@@ -43,6 +43,10 @@ def test_one_begin_one_end_and_every_other_block_copied() -> None:
     assert 'printf("=== %s\\n"' not in text
     for f in ("retransmits.bt", "time_wait.bt", "epoll.bt"):
         assert f'printf("=== %s {f}\\n"' in text
+    # So does the marker of a block whose totals start again from zero.
+    assert 'printf("=== %s fresh\\n"' not in text
+    for f in ("retransmits.bt", "time_wait.bt"):
+        assert f'printf("=== %s fresh {f}\\n"' in text
 
 
 def test_a_file_cut_short_is_refused(tmp_path: Path) -> None:
@@ -97,6 +101,23 @@ def test_split_gives_each_family_its_own_output_back(tmp_path: Path) -> None:
         # family printed last.
         want = [ln for ln in raw.splitlines() if ln and not ln.startswith("Attaching ")]
         assert [ln for ln in got.splitlines() if ln and not ln.startswith("Attaching ")] == want, fam
+
+
+def test_split_gives_a_fresh_marker_to_its_family(tmp_path: Path) -> None:
+    """ "=== <epoch> fresh <file>" (totals cleared after the last block) goes to the file's
+    family as "=== <epoch> fresh"."""
+    outputs = {fam: (RUN / f"probe_{fam}.out").read_text(errors="surrogateescape") for fam in FAMILIES}
+    tw = outputs["time_wait"].splitlines(keepends=True)
+    third = [i for i, ln in enumerate(tw) if ln.startswith("=== ")][2]
+    tw[third] = tw[third].rstrip("\n") + " fresh\n"
+    outputs["time_wait"] = "".join(tw)
+    subprocess.run([str(SPLIT), str(tmp_path)], input=_interleaved(outputs).encode(errors="surrogateescape"),
+                   check=True)  # fmt: skip
+    got = (tmp_path / "probe_time_wait.out").read_text(errors="surrogateescape")
+    assert got.count(" fresh\n") == 1 and tw[third] in got
+    for fam in FAMILIES:
+        if fam != "time_wait":
+            assert "fresh" not in (tmp_path / f"probe_{fam}.out").read_text(errors="surrogateescape"), fam
 
 
 @pytest.mark.parametrize("fam", list(FAMILIES))

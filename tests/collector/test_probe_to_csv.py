@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.contract import TABLES
 from tests.conftest import FIXTURES, ROOT
 
 P2C = str(ROOT / "collector" / "probe-to-csv")
@@ -52,3 +53,61 @@ def test_two_markers_in_one_second_make_one_row(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(got.sort_index(), merged.sort_index(), check_dtype=False)
     # Nothing else moved: the totals over the whole capture are the same.
     assert (a.drop(columns=["time_s", "pid", "comm"]).sum() == b.drop(columns=["time_s", "pid", "comm"]).sum()).all()
+
+
+def _restart_totals(lines: list[str], at: int, same_second: bool) -> list[str]:
+    """The probe's output as if it had cleared its totals after the block before marker
+    number `at` ("fresh"): from there each total less what it was then, and a key whose
+    total had not moved since not printed at all (as a cleared map does not print it)."""
+    markers = [i for i, line in enumerate(lines) if line.startswith("=== ")]
+    cut = markers[at]
+    base: dict[str, int] = {}
+    for line in lines[markers[at - 1] : cut]:
+        if line.startswith("@"):
+            key, val = line.rsplit(": ", 1)
+            base[key] = int(val)
+    out = lines[:cut]
+    stamp = lines[markers[at - 1]].split()[1] if same_second else lines[cut].split()[1]
+    out.append(f"=== {stamp} fresh\n")
+    for line in lines[cut + 1 :]:
+        if line.startswith("@"):
+            key, val = line.rsplit(": ", 1)
+            since = int(val) - base.get(key, 0)
+            if since:
+                out.append(f"{key}: {since}\n")
+        else:
+            out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("same_second", [False, True])
+@pytest.mark.parametrize("family", ["retransmits", "time_wait"])
+def test_totals_that_start_again_from_zero_give_the_same_rows(tmp_path: Path, family: str, same_second: bool) -> None:
+    """retransmits.bt and time_wait.bt clear their totals every 60th block and mark the next one
+    "fresh" (so a key with no event since is not printed again): the rows must not change, also
+    when the fresh block is stamped with the second before it (two ticks in one second)."""
+    raw = FIXTURES / "accept-overflow-sizing-drift" / f"probe_{family}.out"
+    if not raw.exists():
+        raw = FIXTURES / "host-loop" / f"probe_{family}.out"
+    lines = raw.read_text().splitlines(keepends=True)
+    src = tmp_path / raw.name
+    src.write_text("".join(_restart_totals(lines, 5, same_second)))
+    assert src.read_text().count(" fresh\n") == 1
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    convert(raw, tmp_path / "a")
+    convert(src, tmp_path / "b")
+    for made in (tmp_path / "a").glob("*.csv"):
+        a, b = pd.read_csv(made), pd.read_csv(tmp_path / "b" / made.name)
+        if a.empty:
+            assert b.empty, made.name
+            continue
+        keys = [c for c in TABLES[made.stem].key if c != "time_s"]
+        if same_second:  # the fresh block's row joins the one before it: compare the totals
+            assert (
+                (a.drop(columns=["time_s"]).groupby(keys).sum() == b.drop(columns=["time_s"]).groupby(keys).sum())
+                .all()
+                .all()
+            )
+        else:
+            pd.testing.assert_frame_equal(a, b)
