@@ -87,11 +87,12 @@ def _listeners_v2() -> Table:
 
 # Tables a contract did not have: read as empty from runs of that contract.
 # threads.csv (contract 6): the scheduler's per-thread clocks for the listeners' processes.
+# processes.csv (contract 6): each listening process's executable.
 ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {
-    2: frozenset({"rt_flow", "threads"}),
-    3: frozenset({"threads"}),
-    4: frozenset({"threads"}),
-    5: frozenset({"threads"}),
+    2: frozenset({"rt_flow", "threads", "processes"}),
+    3: frozenset({"threads", "processes"}),
+    4: frozenset({"threads", "processes"}),
+    5: frozenset({"threads", "processes"}),
 }
 
 LEGACY_TABLES: dict[int, dict[str, Legacy]] = {

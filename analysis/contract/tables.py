@@ -381,6 +381,23 @@ TABLES: dict[str, Table] = {
             key=("time_s", "netns", "pid", "tid"),
         ),
         Table(
+            "processes",
+            "processes.csv",
+            "collector/sample-netns",
+            1,
+            "Each process holding a listener of the namespace (ss -p), the first sample it was seen in: its "
+            "name and executable. The executable says which server it is (comm alone is `java` or `node`), "
+            "so a finding can name that server's own knob.",
+            (
+                SAMPLE_TIME,
+                NETNS,
+                Col("pid", INT, "process id (the host's)", NONNEG),
+                Col("comm", STR, "process name: " + COMM_TEXT, nullable=True),
+                Col("exe", STR, "its executable, /proc/PID/exe (empty if it could not be read)", nullable=True),
+            ),
+            key=("netns", "pid"),
+        ),
+        Table(
             "sysctls",
             "sysctls.csv",
             "collector/snapshot-sysctls",

@@ -48,6 +48,7 @@ from ..derived.accept_queue import (
 )
 from ..derived.addresses import listener_dual_stack
 from ..derived.counters import recorded, sampled, total_delta
+from ..derived.servers import server_of
 from ..findings import Finding, Link, Status
 from ..kernel import SYN_RETRY_US, accept_queue_room
 from .base import Rule, RunView
@@ -56,7 +57,17 @@ KIND = "accept_queue_overflow"
 # capacity: at least this share of the overflowing intervals still had a queue at their end.
 CAPACITY_QUEUE_LEFT_SHARE = 2 / 3
 # rt_endpoint: SYN retransmits toward a listener from a local client, and its SYN-ACK retransmits.
-INPUTS = ("aq_listener", "aq_accept", "aq_listen", "counters", "listeners", "sysctls", "connects", "rt_endpoint")
+INPUTS = (
+    "aq_listener",
+    "aq_accept",
+    "aq_listen",
+    "counters",
+    "listeners",
+    "sysctls",
+    "connects",
+    "rt_endpoint",
+    "processes",
+)
 
 
 @dataclass
@@ -418,6 +429,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
     rates = accept_rates(li.rows, li.full, li.interval)
     cause_ev = _cause_evidence(run, li, window, cause_class, class_ev, rates)
     fix_ev = _fix_evidence(li, cause_class, cause_ev, rates, counter_ev["listen_overflows_in_window"])
+    fix_ev["server"] = server_of(run, li.netns, subject.get("pid"))  # its own knob in the wording
     chain = [
         _symptom(run, li.netns, li.laddr, li.lport),
         Link("counter", "listen_overflows" if ns.sampled else "not_sampled", counter_ev),

@@ -29,11 +29,12 @@ from ..derived.epoll import (
     process_wait_share,
     wait_share,
 )
+from ..derived.servers import server_of
 from ..findings import Finding, Link
 from .base import Rule, RunView
 
 KIND = "event_loop_saturation"
-INPUTS = ("ep_loop", "listeners", "aq_accept", "threads")
+INPUTS = ("ep_loop", "listeners", "aq_accept", "threads", "processes")
 # Events per interval before a loop counts as busy. The signal is that the
 # loop never waits while work keeps arriving; this floor only keeps an idle
 # poller out. It was 50: a CPU-bound server that takes 40 ms a request (the
@@ -275,7 +276,7 @@ def _evaluate_thread(run: RunView, loops: _Loops, pid: int, tid: int) -> Finding
             Link("counter", "no_kernel_counter", _counter_evidence(run, subject, held)),
             Link("probe", "never_waits", probe_ev),
             Link("cause", "loop_saturated", _cause_evidence(run, subject)),
-            Link("fix", "loop_saturated", {}),
+            Link("fix", "loop_saturated", {"server": server_of(run, None, pid)}),
             _verification(run),
         ],
     )

@@ -13,6 +13,7 @@ from analysis.findings import Link, plain
 
 from .base import Wording, by_step
 from .numbers import is_missing, join_words, number
+from .servers import server_knob
 from .template import Missing, Opt, Part, fill
 
 KIND = "accept_queue_overflow"
@@ -156,6 +157,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "Fix: raise the listen() backlog",
         Opt(" to about {backlog_suggested} (twice the largest burst seen)"),
         "; {somaxconn_verdict}.",
+        Opt(" For {server}: {server_knob}."),
     ),
     ("fix", "stall"): (
         "Fix: keep the accept path from blocking (accept in its own goroutine/thread, no slow work "
@@ -165,10 +167,12 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         ),
         Opt("; the stall seen lasted at least {stalled_seconds_seen} s"),
         ".",
+        Opt(" For {server}: {server_knob}."),
     ),
     ("fix", "capacity"): (
         "Fix: add accept/processing capacity (more workers, SO_REUSEPORT listeners); "
         "a bigger backlog adds waiting time, not throughput.",
+        Opt(" For {server}: {server_knob}."),
     ),
     ("verification", "rerun"): (
         "Verify: after the change run `{command}` and expect ",
@@ -372,6 +376,9 @@ def _limit(ev: dict[str, Any]) -> None:
 
 
 def _fix(link: Link, ev: dict[str, Any]) -> None:
+    knob = server_knob(ev.get("server"), link.key)
+    if knob:
+        ev["server_knob"] = knob
     if link.key != "sizing":
         return
     som = ev.get("somaxconn")

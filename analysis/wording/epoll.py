@@ -13,6 +13,7 @@ from analysis.findings import Finding, Link
 
 from .base import Wording, by_step
 from .numbers import is_missing, join_words, number
+from .servers import server_knob
 from .template import Opt, Part
 
 KIND = "event_loop_saturation"
@@ -64,6 +65,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ("fix", "loop_saturated"): (
         "Fix: more loop threads or processes (GOMAXPROCS, nginx worker_processes, Redis io-threads, "
         "SO_REUSEPORT), move CPU work off the loop, or shed load. epoll itself is not the bottleneck.",
+        Opt(" For {server}: {server_knob}."),
     ),
     ("verification", "rerun"): (
         "Verify: `{command}`: the loop should spend ",
@@ -102,6 +104,12 @@ def _probe(link: Link, ev: dict[str, Any]) -> None:
         )
 
 
+def _fix(link: Link, ev: dict[str, Any]) -> None:
+    knob = server_knob(ev.get("server"), link.key)
+    if knob:
+        ev["server_knob"] = knob
+
+
 def headline(f: Finding, status: str) -> str:
     """The title line: the thread (or process), its pid and listening ports, and the status."""
     s = f.subject
@@ -128,6 +136,6 @@ WORDING = Wording(
     causes=CAUSES,
     templates=TEMPLATES,
     unseen="each thread's time blocked in epoll_wait and events per wakeup",
-    derive=by_step({"symptom": _symptom, "probe": _probe}),
+    derive=by_step({"symptom": _symptom, "probe": _probe, "fix": _fix}),
     headline=headline,
 )

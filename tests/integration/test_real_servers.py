@@ -109,3 +109,5 @@ def test_memcached_lowers_its_backlog_to_0_at_its_connection_limit(kernel, netns
     assert changes[0]["listen"]["backlog"] == 0 and changes[0]["listen"]["comm"] == "memcached", changes
     report = (run / "report.md").read_text()
     assert "from 32 to 0 at" in report and "called listen(fd, 0)" in report, report
+    # Recognised from its executable (processes.csv), so the fix names memcached's own knob.
+    assert "For memcached: `-c` / `--conn-limit`" in report, report
