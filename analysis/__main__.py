@@ -67,6 +67,8 @@ def _validate(args: argparse.Namespace) -> None:
         print(f"run incomplete: stop_reason {run.metadata.get('stop_reason')}")
     for note in run.notes:
         print(f"note: {note}")
+    for warning in run.warnings:
+        print(f"warning: {warning}")
 
 
 def _compare(args: argparse.Namespace) -> None:

@@ -127,6 +127,12 @@ class Run:
         return []
 
     @cached_property
+    def warnings(self) -> list[str]:
+        """What the run itself says should be there and is not (a named file missing or empty):
+        printed by validate as warnings, and in the report's input notes."""
+        return []
+
+    @cached_property
     def missing(self) -> dict[str, str]:
         """Tables absent from the run, and why (probe status or an incomplete run)."""
         return {}

@@ -18,6 +18,29 @@ def cross_checks(run: Run) -> None:
     """Raise a RunDataError (or, for a run that did not end normally, add a note) where they disagree."""
     _probe_rows(run)
     _namespace_samples(run)
+    _named_files(run)
+
+
+def _named_files(run: Run) -> None:
+    """A file metadata.json names (the lab client's log) that is missing or holds no row: said as a
+    note in the report and a warning from validate, since the evidence it would give (attempts,
+    timeouts, connect latency) is then missing from every chain that would have used it."""
+    client = ((run.metadata.get("lab") or {}).get("client")) or {}
+    name = client.get("connects_file")
+    if not name:
+        return
+    where = run.meta_line("lab", "client", "connects_file")
+    f = run.path / str(name)
+    if not f.exists():
+        why = "is missing"
+    elif "connects" in run.loaded and run.loaded["connects"].df.empty:
+        why = "holds no row"
+    else:
+        return
+    run.warnings.append(
+        f"{where}: the lab client's log {name} {why}: its evidence (attempts, errors, connect latency) "
+        "is not in this report's chains"
+    )
 
 
 def _probe_rows(run: Run) -> None:

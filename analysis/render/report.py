@@ -45,7 +45,7 @@ def verdicts(run: Run, findings: list[Finding], measured: dict[str, Any]) -> dic
         "stop_reason": run.metadata.get("stop_reason"),
         "scope": run.scope,
         "missing_tables": dict(run.missing),
-        "input_notes": list(run.notes),
+        "input_notes": list(run.warnings) + list(run.notes),
         "rules": [{"kind": r.kind, "inputs": list(r.inputs)} for r in RULES],
         "findings": [f.to_dict() for f in findings if f.is_finding],
         "ruled_out": [f.to_dict() for f in findings if f.status == "absent"],
@@ -120,6 +120,8 @@ def _input_lines(run: Run) -> list[str]:
         ]
     if run.missing:
         lines += ["", "Missing tables: " + ", ".join(f"{k}.csv ({v})" for k, v in run.missing.items()) + "."]
+    if run.warnings:
+        lines += ["", "Evidence the run names but does not hold:", *md.bullets(run.warnings)]
     if run.notes:
         lines += ["", "Input oddities (accepted; the data may have been damaged):", *md.bullets(run.notes)]
     return lines
