@@ -19,6 +19,7 @@ def cross_checks(run: Run) -> None:
     _probe_rows(run)
     _namespace_samples(run)
     _named_files(run)
+    _limits_agree(run)
 
 
 def _named_files(run: Run) -> None:
@@ -75,3 +76,37 @@ def _namespace_samples(run: Run) -> None:
             if run.complete:
                 raise RunDataError(msg)
             run.notes.append(msg + " (run incomplete)")
+
+
+# Intervals a probe limit nothing else showed must last before it is called a contradiction
+# (a change the application made and undid between two ss samples, unseen by listen() on the
+# raw tier, lasts one or two).
+LIMIT_DISAGREES_INTERVALS = 3
+
+
+def _limits_agree(run: Run) -> None:
+    """A listener's limit as the probe read it (aq_listener) against what ss sampled (listeners.csv
+    Send-Q) and what listen() set (aq_listen): a limit the probe reports for several intervals that
+    neither ever showed is named as a contradiction (a limit changed in aq_listener.csv alone
+    changed the chain's numbers without a word)."""
+    if any(n in run.missing for n in ("aq_listener", "listeners")) or run.table("listeners").empty:
+        return
+    aq = run.loaded["aq_listener"]
+    rows_all = aq.df.assign(_line=aq.lines)
+    ls, calls = run.table("listeners"), run.table("aq_listen")
+    for (ns, lport), rows in rows_all.groupby(["netns", "lport"]):
+        ss = ls[(ls["netns"] == ns) & (ls["lport"] == lport)]
+        if ss.empty:
+            continue  # not sampled: nothing to hold it to
+        set_by = calls[(calls["netns"] == ns) & (calls["lport"] == lport) & (calls["ret"] == 0)]["limit_effective"]
+        known = {int(v) for v in ss["send_q"]} | {int(v) for v in set_by}
+        odd = rows[~rows["limit"].isin(known)]
+        if len(odd) < LIMIT_DISAGREES_INTERVALS:
+            continue
+        limits = ", ".join(str(int(v)) for v in sorted(set(odd["limit"])))
+        run.warnings.append(
+            f"{run.path / TABLES['aq_listener'].file}:{int(odd['_line'].iloc[0])}: port {int(lport)} in "
+            f"{run.netns_label(int(ns))}: the probe read limit {limits} in {len(odd)} intervals, but ss "
+            f"(listeners.csv Send-Q) showed {', '.join(str(v) for v in sorted(known))} and never that: the "
+            "tables disagree, and the chain below uses the probe's"
+        )

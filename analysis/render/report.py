@@ -121,7 +121,7 @@ def _input_lines(run: Run) -> list[str]:
     if run.missing:
         lines += ["", "Missing tables: " + ", ".join(f"{k}.csv ({v})" for k, v in run.missing.items()) + "."]
     if run.warnings:
-        lines += ["", "Evidence the run names but does not hold:", *md.bullets(run.warnings)]
+        lines += ["", "Warnings about the input (evidence missing, tables that disagree):", *md.bullets(run.warnings)]
     if run.notes:
         lines += ["", "Input oddities (accepted; the data may have been damaged):", *md.bullets(run.notes)]
     return lines

@@ -1,0 +1,83 @@
+"""analysis/load/run_checks.py on damaged copies of a real lab capture (issue 18's "also found").
+
+A file metadata.json names that is missing or empty (connects.csv deleted, or cut to its
+header, while metadata.json names it as the lab client's log: validate said "connects: 0 rows
+ok" and the report dropped the client's evidence without a word), and a listener's limit
+changed in aq_listener.csv alone (aq_listen.csv and ss still showing the old one: the chain's
+numbers changed without a note). Now validate warns, naming the file and line, and the report
+says it at the top."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.load import Run
+from tests.conftest import FIXTURES, ROOT
+
+
+@pytest.mark.parametrize("damage", ["deleted", "header only"])
+def test_a_named_client_log_that_is_gone_is_said(copy_fixture, damage: str) -> None:
+    run = copy_fixture("accept-overflow-stall")
+    log = run / "connects.csv"
+    if damage == "deleted":
+        log.unlink()
+    else:
+        log.write_text(log.read_text().splitlines(keepends=True)[0])
+    v = subprocess.run([sys.executable, "-m", "analysis", "validate", str(run)], capture_output=True, text=True,
+                       cwd=ROOT)  # fmt: skip
+    assert v.returncode == 0, v.stderr
+    want = "is missing" if damage == "deleted" else "holds no row"
+    warnings = [ln for ln in v.stdout.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 1 and "metadata.json:" in warnings[0] and f"connects.csv {want}" in warnings[0], v.stdout
+    r = subprocess.run([sys.executable, "-m", "analysis", "report", str(run)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    head = (run / "report.md").read_text().split("## Findings")[0]
+    assert f"connects.csv {want}" in head, head
+
+
+def test_an_intact_client_log_gets_no_warning(copy_fixture) -> None:
+    run = copy_fixture("accept-overflow-stall")
+    v = subprocess.run([sys.executable, "-m", "analysis", "validate", str(run)], capture_output=True, text=True,
+                       cwd=ROOT)  # fmt: skip
+    assert "warning:" not in v.stdout
+
+
+def _set_limit(run: Path, port: str, limit: str) -> int:
+    f = run / "aq_listener.csv"
+    rows = list(csv.reader(f.open()))
+    col, lp, n = rows[0].index("limit"), rows[0].index("lport"), 0
+    for r in rows[1:]:
+        if r[lp] == port:
+            r[col], n = limit, n + 1
+    with f.open("w", newline="") as out:
+        csv.writer(out, lineterminator="\n").writerows(rows)
+    return n
+
+
+def test_a_limit_only_the_probe_table_shows_is_named(copy_fixture) -> None:
+    run = copy_fixture("accept-overflow-stall")
+    assert _set_limit(run, "8080", "256") >= 3  # ss and listen() said 128
+    v = subprocess.run([sys.executable, "-m", "analysis", "validate", str(run)], capture_output=True, text=True,
+                       cwd=ROOT)  # fmt: skip
+    warnings = [ln for ln in v.stdout.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 1 and "aq_listener.csv:" in warnings[0], v.stdout
+    assert "limit 256" in warnings[0] and "showed 128" in warnings[0], warnings
+    r = subprocess.run([sys.executable, "-m", "analysis", "report", str(run)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "the tables disagree" in (run / "report.md").read_text().split("## Findings")[0]
+
+
+def test_no_real_capture_has_a_warning() -> None:
+    """Every committed capture (real runs, tests/fixtures) validates without a warning: a limit
+    an application changed (memcached's listen(fd, 0)) is seen by ss or listen() too."""
+    runs = sorted(p.parent for p in FIXTURES.glob("*/metadata.json"))
+    assert len(runs) > 20
+    for path in runs:
+        run = Run.open(path)
+        run.validate_all()
+        assert run.warnings == [], (path.name, run.warnings)
