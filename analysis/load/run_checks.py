@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from analysis.contract import TABLES
 
 from .errors import RunDataError
@@ -20,6 +22,7 @@ def cross_checks(run: Run) -> None:
     _namespace_samples(run)
     _named_files(run)
     _limits_agree(run)
+    _namespaces_agree(run)
 
 
 def _named_files(run: Run) -> None:
@@ -109,4 +112,41 @@ def _limits_agree(run: Run) -> None:
             f"{run.netns_label(int(ns))}: the probe read limit {limits} in {len(odd)} intervals, but ss "
             f"(listeners.csv Send-Q) showed {', '.join(str(v) for v in sorted(known))} and never that: the "
             "tables disagree, and the chain below uses the probe's"
+        )
+
+
+def _known_namespaces(run: Run) -> set[int]:
+    """Namespaces some table other than aq_listener (or metadata.json) places anything in."""
+    known = {int(ns["inode"]) for ns in run.metadata.get("netns", [])}
+    for name, t in TABLES.items():
+        if name == "aq_listener" or name in run.missing or "netns" not in t.column_names:
+            continue
+        known |= {int(v) for v in run.table(name)["netns"].dropna().unique()}
+    return known
+
+
+def _namespaces_agree(run: Run) -> None:
+    """aq_listener rows of a listener (address and port) in a namespace no other table knows, while
+    its listen() or accept() rows place that listener in another: named (moved rows split one
+    confirmed finding into two suspicions, one 'on a listener not seen by the probe')."""
+    if any(n in run.missing for n in ("aq_listener", "aq_accept", "aq_listen")):
+        return
+    aq = run.loaded["aq_listener"]
+    if aq.df.empty:
+        return
+    known = _known_namespaces(run)
+    rows = aq.df.assign(_line=aq.lines)
+    strange = rows[~rows["netns"].isin(known)]
+    placed = pd.concat([run.table("aq_accept")[["netns", "lport"]], run.table("aq_listen")[["netns", "lport"]]])
+    for (ns, laddr, lport), odd in strange.groupby(["netns", "laddr", "lport"]):
+        # The same address and port in a namespace whose listen() or accept() calls place it there.
+        twins = {int(v) for v in rows[(rows["laddr"] == laddr) & (rows["lport"] == lport)]["netns"]}
+        elsewhere = sorted(twins & {int(v) for v in placed[placed["lport"] == lport]["netns"]} - {int(ns)})
+        if not elsewhere:
+            continue  # a listener of a namespace nobody sampled: the probes see the whole kernel
+        where = ", ".join(run.netns_label(v) for v in elsewhere)
+        run.warnings.append(
+            f"{run.path / TABLES['aq_listener'].file}:{int(odd['_line'].iloc[0])}: {laddr}:{int(lport)} in namespace "
+            f"{int(ns)}, which no other table knows (not sampled, no listen() or accept() seen there), while "
+            f"listen()/accept() place it in {where}: the tables disagree"
         )

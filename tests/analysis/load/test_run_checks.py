@@ -81,3 +81,19 @@ def test_no_real_capture_has_a_warning() -> None:
         run = Run.open(path)
         run.validate_all()
         assert run.warnings == [], (path.name, run.warnings)
+
+
+def test_listener_rows_moved_to_a_namespace_nothing_else_knows_are_named(copy_fixture) -> None:
+    run = copy_fixture("accept-overflow-stall")
+    f = run / "aq_listener.csv"
+    rows = list(csv.reader(f.open()))
+    ns, lp = rows[0].index("netns"), rows[0].index("lport")
+    mine = [r for r in rows[1:] if r[lp] == "8080"]
+    for r in mine[::2]:  # every other interval of the lab's listener
+        r[ns] = "4026539999"
+    with f.open("w", newline="") as out:
+        csv.writer(out, lineterminator="\n").writerows(rows)
+    r = Run.open(run)
+    r.validate_all()
+    assert len(r.warnings) == 1 and "namespace 4026539999, which no other table knows" in r.warnings[0], r.warnings
+    assert "tq-accept-overflow-srv" in r.warnings[0]
