@@ -168,6 +168,11 @@ class Run:
         return self.metadata.get("lab")
 
     def sysctl(self, netns: int, key: str, phase: str = "start") -> str | None:
-        s = self.table("sysctls")
-        hit = s[(s["netns"] == netns) & (s["key"] == key) & (s["phase"] == phase)]
-        return None if hit.empty else str(hit["value"].iloc[0])
+        return self._sysctls.get((netns, key, phase))
+
+    @cached_property
+    def _sysctls(self) -> dict[tuple[int, str, str], str]:
+        """(netns, key, phase) -> value, the first row of each: rules ask per object, thousands of times."""
+        s = self.table("sysctls").drop_duplicates(["netns", "key", "phase"])
+        rows = s[["netns", "key", "phase", "value"]].itertuples(index=False)
+        return {(int(n), str(k), str(ph)): str(v) for n, k, ph, v in rows}

@@ -4,8 +4,9 @@ share read 79 % in the report while /proc gave 96 %).
 Usage: python3 epoll_threads_server.py SECONDS. Listens on 127.0.0.1 (a free port), then
 prints one line "PORT TID_OF_BUSY" and runs for SECONDS. The thread "busy-loop" waits in
 epoll on a pipe that is always readable (never drained), so every call returns at once with
-one event, and spends 50 ms of CPU on each (20 calls a second: 2 or 3 of them sampled by the
-probe); "idle-1".."idle-3" wait in epoll on the listener, which no one connects to.
+one event, and spends 10 ms of CPU on each (about 100 calls a second, a dozen of them sampled by
+the probe: well above the rule's 10 events an interval); "idle-1".."idle-3" wait in epoll
+on the listener, which no one connects to.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def busy(end: float, tids: list[int]) -> None:
     ep.register(r, select.EPOLLIN)
     while time.monotonic() < end:
         ep.poll(-1)
-        spin = time.thread_time() + 0.05
+        spin = time.thread_time() + 0.01
         while time.thread_time() < spin:
             pass
 
