@@ -31,7 +31,7 @@ TOP       ?=
 INVENTORY ?=
 SCOPE     ?= all
 
-.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor soak-capture report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor soak-capture runtimes-doc report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -72,6 +72,11 @@ soak-monitor: setup ## exporter mode for 30 min beside the busy-host labs: serie
 
 soak-capture: setup ## a capture of every family for 60 min beside steady load and thread churn: output bytes/s per minute, report time (build/soak-capture.csv; MINUTES=)
 	@dev/soak-capture $(if $(MINUTES),--minutes $(MINUTES))
+
+runtimes-doc: setup ## each runtime's listen() backlog with its defaults (the runtimes lab): its run into tests/fixtures/runtimes-defaults, the table into docs/runtimes.md
+	@rm -rf tests/fixtures/runtimes-defaults
+	@TQ_NO_LATEST=1 scripts/lab runtimes --no-report --out tests/fixtures/runtimes-defaults >/dev/null
+	@$(PY) -m analysis runtimes tests/fixtures/runtimes-defaults --out docs/runtimes.md
 
 report: setup ## (re)write verdicts.json, report.md and plots for RUN (default runs/latest)
 	@$(PY) -m analysis report $(RUN)

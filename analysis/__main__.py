@@ -1,4 +1,4 @@
-"""Command line: python -m analysis {report,validate,compare,sweep,fleet,schema-doc} ..."""
+"""Command line: python -m analysis {report,validate,compare,sweep,fleet,runtimes,schema-doc} ..."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("dir")
     fl = sub.add_parser("fleet", help="one report over a fleet capture (DIR/<host>/ runs): fleet.md, fleet.json")
     fl.add_argument("dir")
+    rt = sub.add_parser("runtimes", help="docs/runtimes.md from a runtimes lab run (make runtimes-doc)")
+    rt.add_argument("run")
+    rt.add_argument("--out", default="docs/runtimes.md", help="where the document goes (default docs/runtimes.md)")
     sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/contract/)")
     return p
 
@@ -103,6 +106,12 @@ def _fleet(args: argparse.Namespace) -> None:
     print(f"fleet: {md}")
 
 
+def _runtimes(args: argparse.Namespace) -> None:
+    from analysis.render.runtimes import write as write_runtimes
+
+    print(f"runtimes: {write_runtimes(args.run, args.out)}")
+
+
 def _schema_doc(args: argparse.Namespace) -> None:
     from analysis.contract import schema_doc
 
@@ -115,6 +124,7 @@ COMMANDS = {
     "compare": _compare,
     "sweep": _sweep,
     "fleet": _fleet,
+    "runtimes": _runtimes,
     "schema-doc": _schema_doc,
 }
 

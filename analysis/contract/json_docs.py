@@ -41,7 +41,9 @@ _EPOCH_S = _t("number", "epoch seconds", minimum=EPOCH_MIN, maximum=EPOCH_MAX)
 LAB_SCHEMA = _obj(
     "the lab that made the run (scripts/lab, labs/<lab>/lab.sh lab_json), or null for a plain capture",
     {
-        "lab": _t("string", "lab name", enum=["accept-overflow", "retransmit", "time-wait", "epoll", "busy-host"]),
+        "lab": _t(
+            "string", "lab name", enum=["accept-overflow", "retransmit", "time-wait", "epoll", "busy-host", "runtimes"]
+        ),
         "variant": _t("string", "variant name"),
         "summary": _t("string", "one line: what the variant did"),
         "command": _t("string", "the make command that repeats it"),
@@ -120,6 +122,25 @@ LAB_SCHEMA = _obj(
                     "end_s": _EPOCH_S,
                     "wrk_requests_per_s": _t("number", "wrk requests per second", minimum=0),
                 },
+            ),
+        ),
+        "somaxconn": _t("integer", "runtimes lab: net.core.somaxconn in the server namespace", minimum=0),
+        "runtimes": _t(
+            "array",
+            "runtimes lab: each server it tried, with its defaults",
+            items=_obj(
+                "one server",
+                {
+                    "name": _t("string", "the lab's name for it (labs/runtimes/lab.sh RUNTIMES)"),
+                    "port": _PORT,
+                    "pid": _t(["integer", "null"], "the process the lab started (null: not started)", minimum=0),
+                    "status": _t(
+                        "string", "what happened", enum=["listening", "did not listen", "exited", "not installed"]
+                    ),
+                    "version": _t(["string", "null"], "the version it reports of itself"),
+                    "exe": _t(["string", "null"], "its executable"),
+                },
+                ("name", "port", "status"),
             ),
         ),
         "profile": {

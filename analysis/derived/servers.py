@@ -13,6 +13,9 @@ from . import RunLike
 EXECUTABLES = {
     "nginx": "nginx",
     "redis-server": "redis",
+    # Debian's redis-server is a symlink to redis-check-rdb (one binary that looks at its
+    # argv[0]): /proc/PID/exe of a running Redis names redis-check-rdb (labs/runtimes).
+    "redis-check-rdb": "redis",
     "memcached": "memcached",
     "haproxy": "haproxy",
     "apache2": "apache",

@@ -22,7 +22,11 @@ KNOBS: dict[str, dict[str, str]] = {
     },
     "haproxy": {"backlog": "`backlog` on the frontend or bind line", "capacity": "`nbthread`"},
     "apache": {"backlog": "`ListenBacklog`", "capacity": "`MaxRequestWorkers` / `ThreadsPerChild`"},
-    "postgresql": {"capacity": "`max_connections`, or a pooler in front"},
+    "postgresql": {
+        "backlog": "`max_connections` (PostgreSQL has no backlog setting: it asks listen() for twice its number "
+        "of backends, docs/runtimes.md)",
+        "capacity": "`max_connections`, or a pooler in front",
+    },
     "java": {
         "backlog": "the backlog argument: `new ServerSocket(port, backlog)` or `ServerSocketChannel.bind(addr, "
         "backlog)` (without it Java asks for 50)",

@@ -58,6 +58,7 @@ LAB_TABLES = {
     # tw_connect holds failed connects only (contract 3): rows in the exhaust variant alone.
     "time-wait": ("tw_close", "tw_sockets", "connects"),
     "epoll": ("ep_loop",),
+    "runtimes": ("aq_listen", "processes", "threads"),
     "none": ("aq_listener", "aq_accept", "tw_close", "tw_sockets", "ep_loop"),
 }
 

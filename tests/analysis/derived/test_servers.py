@@ -14,6 +14,7 @@ from analysis.wording.servers import server_knob
     [
         ("/usr/sbin/nginx", "nginx"),
         ("/usr/bin/redis-server", "redis"),
+        ("/usr/bin/redis-check-rdb", "redis"),
         ("/usr/bin/memcached", "memcached"),
         ("/usr/sbin/haproxy", "haproxy"),
         ("/usr/sbin/apache2", "apache"),
