@@ -1,5 +1,5 @@
 """monitor/exporter/threads.py: per-thread CPU and run-queue wait from procfs. A real thread
-of this process spins for 0.3 s between two scans: its CPU counter rises by about that
+of this process spins for 0.3 s of CPU between two scans: its CPU counter rises by about that
 much, under its own tid and name; a thread that sleeps meanwhile gets (almost) none."""
 
 from __future__ import annotations
@@ -20,13 +20,22 @@ def _named(name: str, tids: list[int]) -> None:
     tids.append(tid)
 
 
-def _spin(seconds: float, tids: list[int], go: threading.Event, done: threading.Event) -> None:
+def _spin(seconds: float, tids: list[int], go: threading.Event, spun: threading.Event, done: threading.Event) -> None:
     _named("tq-spin", tids)
     go.wait()
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    # Seconds of its own CPU, not of the clock: beside other tests on one core (make
+    # test's phase 1) 0.3 s of spinning by the clock got 0.15 s of CPU.
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         pass
+    spun.set()
     done.wait()
+
+
+def _wait(tids: list[int], go: threading.Event, done: threading.Event) -> None:
+    _named("tq-sleep", tids)
+    go.wait()
+    done.wait(30)
 
 
 def _sleep(seconds: float, tids: list[int], go: threading.Event | None = None) -> None:
@@ -38,16 +47,16 @@ def _sleep(seconds: float, tids: list[int], go: threading.Event | None = None) -
 
 def test_a_spinning_thread_gets_its_cpu_time_and_a_sleeping_one_none() -> None:
     pid, spin_tids, sleep_tids = os.getpid(), [], []
-    go, done = threading.Event(), threading.Event()
-    spinner = threading.Thread(target=_spin, args=(0.3, spin_tids, go, done))
-    sleeper = threading.Thread(target=_sleep, args=(0.6, sleep_tids, go))
+    go, spun, done = threading.Event(), threading.Event(), threading.Event()
+    spinner = threading.Thread(target=_spin, args=(0.3, spin_tids, go, spun, done))
+    sleeper = threading.Thread(target=_wait, args=(sleep_tids, go, done))
     spinner.start()
     sleeper.start()
     scan, fam = ThreadScan(ROOT / "collector" / "sample-netns"), Family("loop", top_n=100, ttl=600)
     time.sleep(0.05)
     scan.scan(fam, {pid}, 1.0)  # baseline: every thread is running before the first scan
     go.set()
-    time.sleep(0.45)  # the spinner has spun and waits, the sleeper still sleeps
+    assert spun.wait(30)  # the spinner has spun and waits, the sleeper still waits
     scan.scan(fam, with_children({pid}), 2.0)
     done.set()
     spinner.join()
