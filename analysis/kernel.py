@@ -1,4 +1,5 @@
-"""Constants of the Linux TCP stack that the analysis relies on, in one place.
+"""Constants of the Linux TCP stack that the analysis relies on, in one place, and the
+one form of an address the kernel writes two ways (ipv4_form).
 
 Each is fixed in the kernel (a #define, not a sysctl) or follows from how the
 kernel behaves; the source is named next to it. Rules, derived series, models
@@ -6,6 +7,8 @@ and wording import them from here instead of writing the number again.
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 # include/net/tcp.h: TCP_TIMEWAIT_LEN (60*HZ). How long a socket that closed
 # first holds its (local port, remote address, remote port) in TIME_WAIT,
@@ -33,3 +36,16 @@ def accept_queue_room(limit: int) -> int:
     """Connections an accept queue holds before it drops: sk_acceptq_is_full() is
     `sk_ack_backlog > sk_max_ack_backlog`, so limit + 1 fit."""
     return int(limit) + 1
+
+
+def ipv4_form(addr: str) -> str:
+    """An IPv4 peer of a dual-stack ("::") socket is ::ffff:a.b.c.d to the kernel
+    (IPv4-mapped IPv6, RFC 4291 2.5.5.2) and a.b.c.d to its own socket and application:
+    the plain form, on which objects are joined. Any other address as it is (normalised
+    where it parses). Standard library only: the exporter uses it too."""
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return addr
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return str(mapped) if mapped is not None else str(ip)

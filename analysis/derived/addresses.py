@@ -12,17 +12,14 @@ import ipaddress
 
 import pandas as pd
 
+from analysis.kernel import ipv4_form
+
 WILDCARDS = frozenset({"0.0.0.0", "::"})
 
 
 def plain(addr: str) -> str:
     """The address as an IPv4 application sees it when it is IPv4-mapped IPv6 (::ffff:a.b.c.d)."""
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
-        return addr
-    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
-    return str(mapped) if mapped is not None else str(ip)
+    return ipv4_form(addr)
 
 
 def is_loopback(addr: str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from analysis.kernel import EADDRNOTAVAIL
+from analysis.kernel import EADDRNOTAVAIL, ipv4_form
 
 from .objects import Tables
 from .stream import Row
@@ -46,7 +46,10 @@ def endpoint(t: Tables, r: Row, now: float, interval: int) -> None:
         "endpoint_retrans_syn_segments_total": int(r["syn_segs"]),
         "endpoint_retrans_synack_segments_total": int(r["synack_segs"]),
     }
-    t.fams["endpoint"].add((str(ns), r["raddr"], r["service_port"], side), now, c, float(sum(c.values())))
+    # The peer as its application sees it: a dual-stack listener's IPv4 client is ::ffff:a.b.c.d
+    # to the kernel and a.b.c.d to the client's own series (issue 18).
+    key = (str(ns), ipv4_form(r["raddr"]), r["service_port"], side)
+    t.fams["endpoint"].add(key, now, c, float(sum(c.values())))
 
 
 def connect(t: Tables, r: Row, now: float, interval: int) -> None:
@@ -57,7 +60,7 @@ def connect(t: Tables, r: Row, now: float, interval: int) -> None:
         "destination_connect_failures_total": n,
         "destination_eaddrnotavail_total": n if int(r["errno"]) == EADDRNOTAVAIL else 0,
     }
-    t.fams["destination"].add((str(ns), r["raddr"], r["rport"]), now, c, 100.0 * n)
+    t.fams["destination"].add((str(ns), ipv4_form(r["raddr"]), r["rport"]), now, c, 100.0 * n)
 
 
 def close(t: Tables, r: Row, now: float, interval: int) -> None:
@@ -65,7 +68,7 @@ def close(t: Tables, r: Row, now: float, interval: int) -> None:
         return  # we are the server: the destination is not ours
     n = int(r["active_closes"])
     if n:
-        key = (str(int(r["netns"])), r["raddr"], r["service_port"])
+        key = (str(int(r["netns"])), ipv4_form(r["raddr"]), r["service_port"])
         t.fams["destination"].add(key, now, {"destination_active_closes_total": n}, float(n) / 100)
 
 

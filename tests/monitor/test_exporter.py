@@ -260,3 +260,22 @@ def test_listener_gauges_survive_one_write_without_a_row(tmp_path: Path) -> None
         )
     assert depths == [9, 9, 0]
     assert 'tq_listener_queue_full_total{netns="1",laddr="127.0.0.1",lport="8081"} 4' in text
+
+
+def test_an_ipv4_peer_of_a_dual_stack_socket_is_labelled_as_its_application_sees_it() -> None:
+    """A dual-stack listener's IPv4 client is ::ffff:a.b.c.d to the kernel: its endpoint,
+    destination and close series are labelled a.b.c.d, the form the client's own series and
+    the report use (issue 18); a real IPv6 peer keeps its form."""
+    t = objects.Tables(100, 600, set(FAMILIES))
+    row = {"netns": "7", "service_local": "1", "data_segs": "3", "syn_segs": "0", "synack_segs": "2",
+           "service_port": "7401"}  # fmt: skip
+    rows.endpoint(t, {**row, "raddr": "::ffff:127.0.0.1"}, 0.0, 1)
+    rows.endpoint(t, {**row, "raddr": "::1"}, 0.0, 1)
+    rows.connect(t, {"netns": "7", "raddr": "::ffff:198.18.0.1", "rport": "80", "failures": "2", "errno": "99"}, 0.0, 1)
+    close = {"netns": "7", "service_local": "0", "raddr": "::ffff:198.18.0.1", "service_port": "80"}
+    rows.close(t, {**close, "active_closes": "4"}, 0.0, 1)
+    assert set(t.fams["endpoint"].objs) == {("7", "127.0.0.1", "7401", "server"), ("7", "::1", "7401", "server")}
+    (dest,) = t.fams["destination"].objs.values()
+    assert set(t.fams["destination"].objs) == {("7", "198.18.0.1", "80")}
+    assert dest.counters["destination_eaddrnotavail_total"] == 2
+    assert dest.counters["destination_active_closes_total"] == 4
