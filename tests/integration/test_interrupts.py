@@ -32,21 +32,24 @@ def validate(run: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(
-    ("what", "sig", "delay", "again", "after_ready"),
+    ("what", "sig", "delay", "again", "after"),
     [
-        # after_ready: the delay counts from <run>/.capture-ready, not from the launch
-        # (start-up is ~2 s now: fixed delays from launch drifted out of their phase).
-        ("lab", signal.SIGINT, 1.0, None, False),  # start-up: setup, namespaces, capture starting
-        ("lab", signal.SIGINT, 3.0, 0.4, True),  # load running; a second Ctrl-C lands in the cleanup
-        ("lab", signal.SIGTERM, 1.0, None, True),  # just after the recording began
-        ("capture", signal.SIGINT, 0.8, None, False),  # doctor / probes compiling
-        ("capture", signal.SIGINT, 10.0, 0.3, True),  # recording; second Ctrl-C while finishing
+        # after: the delay counts from that file of the run, not from the launch
+        # (start-up is ~2 s alone, longer beside the unit tests: fixed delays from
+        # launch drift out of their phase). .capture-ready: the recording has begun;
+        # metadata.json: the capture has started (written first, "running").
+        ("lab", signal.SIGINT, 1.0, None, None),  # start-up: setup, namespaces, capture starting
+        ("lab", signal.SIGINT, 3.0, 0.4, ".capture-ready"),  # load running; a second Ctrl-C lands in the cleanup
+        ("lab", signal.SIGTERM, 1.0, None, ".capture-ready"),  # just after the recording began
+        # doctor / probes compiling (0.8 s from launch landed in make setup beside the unit tests)
+        ("capture", signal.SIGINT, 0.3, None, "metadata.json"),
+        ("capture", signal.SIGINT, 10.0, 0.3, ".capture-ready"),  # recording; second Ctrl-C while finishing
     ],
 )
-def test_signal_to_process_group_leaves_nothing(kernel, tmp_path, what, sig, delay, again, after_ready):
+def test_signal_to_process_group_leaves_nothing(kernel, tmp_path, what, sig, delay, again, after):
     out = tmp_path / "run"
     cmd = lab(out) if what == "lab" else capture(out)
-    t = run_trial(cmd, sig, delay, again=again, after=out / ".capture-ready" if after_ready else None)
+    t = run_trial(cmd, sig, delay, again=again, after=out / after if after else None)
     assert not t.left, f"{what} {sig.name} at {delay}s left: {t.left}\n{t.output[-2000:]}"
     assert "Traceback" not in t.output, t.output[-2000:]
     assert t.seconds < 60, f"stopping took {t.seconds:.0f}s"
@@ -59,7 +62,7 @@ def test_signal_to_process_group_leaves_nothing(kernel, tmp_path, what, sig, del
         assert v.returncode == 0, v.stderr
     else:
         # Only a lab stopped before its capture began may have no run yet.
-        assert what == "lab" and not after_ready, f"no metadata.json in {out}:\n{t.output[-2000:]}"
+        assert what == "lab" and not after, f"no metadata.json in {out}:\n{t.output[-2000:]}"
 
 
 def test_sigkill_then_next_driver_reaps(kernel, tmp_path):
