@@ -88,6 +88,17 @@ def test_an_ss_stopped_mid_dump_leaves_no_row(tmp_path: Path) -> None:
     assert rows == []
 
 
+def test_a_line_cut_short_is_no_socket(tmp_path: Path) -> None:
+    """A fresh-clone CI run's stall lab got the row `198.18.0.1,,198.18` from a table cut
+    mid-line while it was handed to the parser: whatever cuts it, a line whose peer has no
+    port is not a socket, and the whole lines beside it still count."""
+    lines = TW_OUTPUT.read_text().splitlines()
+    text = "\n".join([*lines, "0      0      198.18.0.1:8080      198.18"]) + "\n"
+    (tmp_path / "tw.txt").write_text(text)
+    rows = _sample_once(tmp_path, f"#!/bin/sh\ncat '{tmp_path / 'tw.txt'}'\n")
+    assert [(r["raddr"], r["service_port"]) for r in rows] == [("127.0.0.1", "18700")]
+
+
 def test_threads_of_a_process_with_a_hostile_thread_name() -> None:
     """--threads-of (capture's threads.csv, the exporter's loop clocks): every thread of the
     PID with the scheduler's clocks, its name quoted per RFC 4180 (a comm may hold , " LF)."""
