@@ -25,6 +25,9 @@ from analysis.__main__ import main
 from tests.analysis.load.badinput import SIZING, corpus
 from tests.conftest import FIXTURES, ROOT
 
+# CPU seconds of this process (the corpus runs in-process): a bound on the work, which the
+# clock is not when the suite shares its core with the integration tests (96.5 s by the
+# clock once in CI beside them).
 BUDGET_S = 90
 # An error line: "path:line: ..." or, for a whole file, "path: missing|is a directory|...".
 LINE_RE = re.compile(r"^(?:error: )?(/\S+?):(\d+): (.+)$")
@@ -71,7 +74,7 @@ def _has_keep_me(case_name: str, after: set[str]) -> bool:
 
 
 def test_bad_input_corpus(tmp_path: Path) -> None:
-    t0 = time.monotonic()
+    t0 = time.process_time()
     cases = corpus()
     assert len(cases) >= 100
     originals: dict[str, list[tuple]] = {}
@@ -149,7 +152,7 @@ def test_bad_input_corpus(tmp_path: Path) -> None:
         if not _has_keep_me(case.name, after):
             problems.append(f"{label} plots/keep-me.txt gone")
 
-    counts["seconds"] = round(time.monotonic() - t0, 1)
+    counts["seconds"] = round(time.process_time() - t0, 1)
     summary = ROOT / "build" / "bad-input-summary.json"
     summary.parent.mkdir(exist_ok=True)
     summary.write_text(json.dumps({**counts, "problems": problems, "outcomes": outcomes}, indent=2) + "\n")
