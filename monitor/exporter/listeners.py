@@ -29,6 +29,7 @@ class ListenerScan:
         self.drops: dict[Key, int] = {}
         self.scans = 0
         self.owners: set[int] = set()  # pids that own a listener, at the last scan
+        self.holders: dict[Key, int] = {}  # listener -> the pid ss -p names first, at the last scan
 
     def rows(self, ns: Namespaces, inos: list[int]) -> list[dict[str, str]]:
         pids = [str(ns.pid[i]) for i in inos if i in ns.pid]
@@ -39,7 +40,7 @@ class ListenerScan:
 
     def scan(self, fam: Family, ns: Namespaces, inos: list[int], now: float) -> None:
         seen: set[Key] = set()
-        self.owners = set()
+        self.owners, self.holders = set(), {}
         for row in self.rows(ns, inos):
             key = (row["netns"], row["laddr"], row["lport"])
             if key in seen or not row["recv_q"].isdigit() or not row["send_q"].isdigit():
@@ -47,6 +48,7 @@ class ListenerScan:
             seen.add(key)
             if row["pid"].isdigit():
                 self.owners.add(int(row["pid"]))
+                self.holders[key] = int(row["pid"])
             dropped = self._dropped(key, row["drops"])
             depth = int(row["recv_q"])
             gauges = {"listener_queue_depth": depth, "listener_queue_limit": int(row["send_q"]), "_fresh": 1}

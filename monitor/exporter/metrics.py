@@ -185,6 +185,23 @@ METRICS: dict[str, Metric] = {
         _m("netns_active_opens_total", "counter", ("netns",), "Tcp ActiveOpens.", "netns"),
         _m("netns_time_wait_overflow_total", "counter", ("netns",), "TcpExt TCPTimeWaitOverflow.", "netns"),
         _m("netns_ephemeral_ports", "gauge", ("netns",), "Size of net.ipv4.ip_local_port_range.", "netns"),
+        # Owners (procfs: /proc/<pid>/cgroup; names from collector/list-containers): join on these.
+        _m(
+            "owner_info",
+            "gauge",
+            ("netns", "pid", "comm", "unit", "runtime", "container_id", "container", "pod_namespace", "pod", "qos"),
+            "Who owns a process behind an exported listener or loop: its systemd unit, or its container (runtime, "
+            "id, name) and Kubernetes pod (namespace, name, QoS class); empty where not known. Join on pid "
+            "(loops) or on netns and pid (tq_listener_owner_info).",
+            "owners",
+        ),
+        _m(
+            "listener_owner_info",
+            "gauge",
+            ("netns", "laddr", "lport", "pid"),
+            "The process holding a listener (ss -p): joins a listener's series to tq_owner_info.",
+            "owners",
+        ),
         _m(
             "netns_info",
             "gauge",

@@ -15,6 +15,7 @@ from .health import Health
 from .listeners import ListenerScan
 from .metrics import FILES, PREFIX
 from .objects import Tables, object_series
+from .owners import OwnerScan
 from .rows import ROWS_USED
 from .sample import Namespaces, netns_series, scan_sockets, watch
 from .stream import Row
@@ -22,7 +23,7 @@ from .supervise import Member, Probe, Supervisor, log
 from .threads import ThreadScan, with_children
 
 # What feeds metrics without any probe (the sampled tier): metric files always fed.
-SAMPLED = {"sockets", "threads", "netns", "exporter"}
+SAMPLED = {"sockets", "threads", "netns", "owners", "exporter"}
 
 
 def _probes(args: argparse.Namespace) -> list[Probe]:
@@ -57,6 +58,8 @@ class Exporter:
         self.ns = Namespaces(root / "collector" / "sample-netns")
         self.listeners = ListenerScan(root / "collector" / "sample-netns")
         self.threads = ThreadScan(root / "collector" / "sample-netns")
+        self.owners = OwnerScan(root / "collector" / "list-containers")
+        self.loop_pids: set[int] = set()  # the processes of the last scan's loop threads
         self.sup = Supervisor(self.probes, root / "collector" / "probe-to-csv", self.state, list(ROWS_USED),
                               args.segment, self.row)  # fmt: skip
         self.health = Health(self.probes)
@@ -79,14 +82,15 @@ class Exporter:
         """The sampled tier, every write: listeners (sock_diag), then the threads of their
         owners and of the event loops the epoll probe named (procfs)."""
         self.listeners.scan(self.fams["listener"], self.ns, self.netns_to_watch(), now)
-        pids = with_children(self.listeners.owners) | self.tables.probe_loop_pids(now)
-        self.threads.scan(self.fams["loop"], pids, now)
+        self.loop_pids = with_children(self.listeners.owners) | self.tables.probe_loop_pids(now)
+        self.threads.scan(self.fams["loop"], self.loop_pids, now)
 
     def write(self, now: float) -> None:
         self.tables.before_write(now)
         r = textfile.Round()
         object_series(self.fams, r.put)
         netns_series(self.ns, self.netns_to_watch(), r.put)
+        self.owners.series(self.listeners.owners | self.loop_pids, self.listeners.holders, now, r.put)
         self.health.series(r.put, now)
         r.put("exporter_top_n", {}, self.top)
         r.put("exporter_series", {}, self.series)
