@@ -260,24 +260,46 @@ tree_pids() {
 
 # Inode number of a network namespace (what the probes report as netns):
 # the host's when the name is empty.
-netns_inode() {
-	local ns=${1:-}
-	if [[ -z $ns ]]; then
-		stat -L -c %i /proc/self/ns/net
-	else
-		stat -L -c %i "/run/netns/$ns"
-	fi
+# A network namespace a capture samples is named one of three ways: an `ip netns`
+# name, pid:N (the namespace process N lives in) or container:NAME (a podman or
+# docker container's, by name or id); "" is the host's. resolve_netns turns
+# container:NAME into pid:N (the runtime's own record of its main process) or fails.
+resolve_netns() {
+	local ns=$1 pid=""
+	case $ns in
+	container:*)
+		if command -v podman >/dev/null; then
+			pid=$(podman inspect --format '{{.State.Pid}}' "${ns#container:}" 2>/dev/null) || pid=""
+		fi
+		if [[ ! $pid =~ ^[1-9][0-9]*$ ]] && command -v docker >/dev/null && [[ -S /var/run/docker.sock ]]; then
+			pid=$(docker inspect --format '{{.State.Pid}}' "${ns#container:}" 2>/dev/null) || pid=""
+		fi
+		[[ $pid =~ ^[1-9][0-9]*$ ]] || return 1
+		echo "pid:$pid"
+		;;
+	pid:*) [[ ${ns#pid:} =~ ^[1-9][0-9]*$ && -e /proc/${ns#pid:}/ns/net ]] && echo "$ns" ;;
+	*) [[ -e /run/netns/$ns ]] && echo "$ns" ;;
+	esac
 }
 
-# Run a command in a named network namespace, or on the host when the name is empty.
+netns_inode() {
+	local ns=${1:-}
+	case $ns in
+	"") stat -L -c %i /proc/self/ns/net ;;
+	pid:*) stat -L -c %i "/proc/${ns#pid:}/ns/net" ;;
+	*) stat -L -c %i "/run/netns/$ns" ;;
+	esac
+}
+
+# Run a command in a network namespace (named as resolve_netns says), or on the host when "".
 in_netns() {
 	local ns=$1
 	shift
-	if [[ -z $ns ]]; then
-		"$@"
-	else
-		ip netns exec "$ns" "$@"
-	fi
+	case $ns in
+	"") "$@" ;;
+	pid:*) nsenter --target "${ns#pid:}" --net "$@" ;;
+	*) ip netns exec "$ns" "$@" ;;
+	esac
 }
 
 # sleep that a signal interrupts at once (bash runs a trap only after the

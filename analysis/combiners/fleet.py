@@ -20,6 +20,7 @@ from analysis.findings import Finding
 from analysis.load import Run, RunDataError
 from analysis.rules import RULES, evaluate_all
 from analysis.wording import where
+from analysis.wording.owners import owner_first
 
 # Written by fleet/capture.yml: every host the play targeted, one a line (hosts that never
 # answered have no folder, and must still be reported).
@@ -64,8 +65,8 @@ def object_name(f: Finding) -> str:
     if f.kind == "event_loop_saturation":
         ports = ",".join(str(p) for p in s.get("listen_ports") or [])
         who = s.get("comm") or "a thread"
-        return (
-            f"{who} (pid {s.get('pid')}"
+        return owner_first(s, who) + (
+            f" (pid {s.get('pid')}"
             + (f", tid {s.get('tid')}" if s.get("tid") != s.get("pid") else "")
             + (f", port {ports})" if ports else ")")
         )
@@ -74,7 +75,7 @@ def object_name(f: Finding) -> str:
         place = f"namespace {s.get('netns_label')}: no single listener"
     elif s.get("comm"):
         place += f" ({s['comm']})"
-    return place
+    return owner_first(s, place)
 
 
 def _cell(run: Run, kind: str, findings: list[Finding]) -> Cell:

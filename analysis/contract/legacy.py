@@ -15,7 +15,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, 5, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, 6, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -52,47 +52,56 @@ def _listeners_from_v1(df: pd.DataFrame) -> pd.DataFrame:
 
 def _listeners_from_v2(df: pd.DataFrame) -> pd.DataFrame:
     # Whether a "::" listener took IPv4 too was not recorded before contract 6.
-    df = df.assign(dual_stack=pd.NA)
-    return TABLES["listeners"].schema().coerce_dtype(df[TABLES["listeners"].column_names])
+    return _now(df.assign(dual_stack=pd.NA), "listeners")
 
 
-def _listeners_v1() -> Table:
-    """listeners.csv as contracts 2 to 4 wrote it: today's columns less drops and dual_stack."""
-    now = TABLES["listeners"]
-    return Table(
-        now.name,
-        now.file,
-        now.writer,
-        1,
-        "ss -ltnp snapshot per sample: every TCP listener of the namespace.",
-        tuple(c for c in now.columns if c.name not in ("drops", "dual_stack")),
-        key=now.key,
-    )
+def _processes_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    # The process's cgroup (its owner: unit, container, pod) was not recorded before contract 7.
+    return _now(df.assign(cgroup=pd.NA), "processes")
 
 
-def _listeners_v2() -> Table:
-    """listeners.csv as contract 5 wrote it: today's columns less dual_stack."""
-    now = TABLES["listeners"]
-    return Table(
-        now.name,
-        now.file,
-        now.writer,
-        2,
-        "ss -ltnpm snapshot per sample: every TCP listener of the namespace, with the kernel's own count "
-        "of what it dropped.",
-        tuple(c for c in now.columns if c.name != "dual_stack"),
-        key=now.key,
-    )
+def _now(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    return TABLES[name].schema().coerce_dtype(df[TABLES[name].column_names])
+
+
+def _without(name: str, version: int, description: str, *dropped: str) -> Table:
+    """A table as an older contract wrote it: today's columns less those it did not have yet."""
+    now = TABLES[name]
+    columns = tuple(c for c in now.columns if c.name not in dropped)
+    return Table(now.name, now.file, now.writer, version, description, columns, key=now.key)
+
+
+# listeners.csv as contracts 2 to 4 wrote it, and as contract 5 did.
+_LISTENERS_V1 = _without(
+    "listeners", 1, "ss -ltnp snapshot per sample: every TCP listener of the namespace.", "drops", "dual_stack"
+)
+_LISTENERS_V2 = _without(
+    "listeners",
+    2,
+    "ss -ltnpm snapshot per sample: every TCP listener of the namespace, with the kernel's own count "
+    "of what it dropped.",
+    "dual_stack",
+)
+# processes.csv as contract 6 wrote it.
+_PROCESSES_V1 = _without(
+    "processes",
+    1,
+    "Each process holding a listener of the namespace (ss -p), the first sample it was seen in: its name and "
+    "executable.",
+    "cgroup",
+)
 
 
 # Tables a contract did not have: read as empty from runs of that contract.
 # threads.csv (contract 6): the scheduler's per-thread clocks for the listeners' processes.
 # processes.csv (contract 6): each listening process's executable.
+# containers.csv (contract 7): the names of the host's containers and pods.
 ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {
-    2: frozenset({"rt_flow", "threads", "processes"}),
-    3: frozenset({"threads", "processes"}),
-    4: frozenset({"threads", "processes"}),
-    5: frozenset({"threads", "processes"}),
+    2: frozenset({"rt_flow", "threads", "processes", "containers"}),
+    3: frozenset({"threads", "processes", "containers"}),
+    4: frozenset({"threads", "processes", "containers"}),
+    5: frozenset({"threads", "processes", "containers"}),
+    6: frozenset({"containers"}),
 }
 
 LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
@@ -242,8 +251,9 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
         ),
     },
     4: {},
-    5: {"listeners": Legacy(_listeners_v2(), _listeners_from_v2)},
+    5: {"listeners": Legacy(_LISTENERS_V2, _listeners_from_v2)},
+    6: {"processes": Legacy(_PROCESSES_V1, _processes_from_v1)},
 }
 # listeners.csv gained drops in contract 5 (and dual_stack in 6): every older contract wrote version 1.
 for _contract in (2, 3, 4):
-    LEGACY_TABLES[_contract]["listeners"] = Legacy(_listeners_v1(), _listeners_from_v1)
+    LEGACY_TABLES[_contract]["listeners"] = Legacy(_LISTENERS_V1, _listeners_from_v1)

@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 6
+CONTRACT_VERSION = 7
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -384,18 +384,48 @@ TABLES: dict[str, Table] = {
             "processes",
             "processes.csv",
             "collector/sample-netns",
-            1,
-            "Each process holding a listener of the namespace (ss -p), the first sample it was seen in: its "
-            "name and executable. The executable says which server it is (comm alone is `java` or `node`), "
-            "so a finding can name that server's own knob.",
+            2,
+            "Each process holding a listener of the namespace (ss -p), and in a namespace other than the host's "
+            "every process living in it at the first sample (at most 200): its name, executable and cgroup, once. "
+            "The executable says which server it is (comm alone is `java` or `node`), so a finding can name that "
+            "server's own knob; the cgroup says who owns it (systemd unit, container, pod: analysis/cgroups.py).",
             (
                 SAMPLE_TIME,
                 NETNS,
                 Col("pid", INT, "process id (the host's)", NONNEG),
                 Col("comm", STR, "process name: " + COMM_TEXT, nullable=True),
                 Col("exe", STR, "its executable, /proc/PID/exe (empty if it could not be read)", nullable=True),
+                Col(
+                    "cgroup",
+                    STR,
+                    "/proc/PID/cgroup, its lines (`hierarchy:controllers:/path`, v1 and v2) joined by `;` (empty if "
+                    "it could not be read; not recorded before contract 7)",
+                    nullable=True,
+                ),
             ),
             key=("netns", "pid"),
+        ),
+        Table(
+            "containers",
+            "containers.csv",
+            "collector/list-containers",
+            1,
+            "The names of the containers and pods the host knew at the start and at the end of the capture, best "
+            "effort from what the host keeps (no orchestrator API): a container id in a process's cgroup gets its "
+            "name here, a pod UID its namespace and name. Empty when the host runs no container.",
+            (
+                Col(
+                    "source",
+                    STR,
+                    "where it was read: `podman ps`, `docker ps`, `/var/log/containers` (the kubelet's "
+                    "log links), `/var/log/pods` (the kubelet's pod folders)",
+                ),
+                Col("container_id", STR, "64 hex digits (empty for a pod)", nullable=True),
+                Col("name", STR, "the container's name (empty for a pod)", nullable=True),
+                Col("pod_namespace", STR, "the pod's Kubernetes namespace (kubelet sources only)", nullable=True),
+                Col("pod_name", STR, "the pod's name (kubelet sources only)", nullable=True),
+                Col("pod_uid", STR, "the pod's UID (/var/log/pods only)", nullable=True),
+            ),
         ),
         Table(
             "sysctls",

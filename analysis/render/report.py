@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.derived import measurements as measured_numbers
+from analysis.derived.owners import owner_of
 from analysis.families import FAMILIES
 from analysis.findings import CHAIN_ORDER, Finding
 from analysis.load import Run, RunDataError
@@ -25,6 +26,7 @@ from analysis.render.outputs import PLOT_MANIFEST, check_outputs
 from analysis.rules import RULES, evaluate_all
 from analysis.wording import describe, headline
 from analysis.wording.catalog import UNSEEN
+from analysis.wording.owners import owner_label
 
 VERDICTS_SCHEMA_VERSION = 1
 STOP_REASONS_TEXT = {
@@ -65,7 +67,7 @@ def _capture_lines(run: Run) -> list[str]:
             ", ".join(f"{k} ({v.get('tier')} tier, {v.get('status')})" for k, v in m.get("probes", {}).items())
             or "none (the sampled tier: the kernel's counters, listeners and socket tables only)"
         ),
-        "- Namespaces sampled: " + ", ".join(f"{n['label']} ({n['inode']})" for n in m.get("netns", [])),
+        "- Namespaces sampled: " + ", ".join(_namespace(run, n) for n in m.get("netns", [])),
     ]
     lines += _not_probed(m.get("probes", {}))
     if run.scope == "sampled":
@@ -85,6 +87,13 @@ def _capture_lines(run: Run) -> list[str]:
     if lab:
         lines.append(f"- Lab: {lab.get('lab')} / {lab.get('variant')}: {lab.get('summary')}")
     return lines
+
+
+def _namespace(run: Run, ns: dict[str, Any]) -> str:
+    """A sampled namespace: its label, inode and, when one container or pod owns it, that owner."""
+    owner = owner_of(run, int(ns["inode"]), None)
+    label = owner_label(owner.to_dict() if owner else None)
+    return f"{ns['label']} ({ns['inode']}" + (f"; {label}" if label else "") + ")"
 
 
 def _not_probed(probes: dict[str, dict]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from analysis.derived.owners import name_owners
 from analysis.families import FAMILIES
 from analysis.load import Run
 
@@ -23,7 +24,8 @@ __all__ = ["RULES", "Rule", "RunView", "UndeclaredTableError", "evaluate_all"]
 
 
 def evaluate_all(run: Run) -> list[Finding]:
+    """Every rule's findings, each subject with its owner (unit, container, pod) named."""
     out: list[Finding] = []
     for rule in RULES:
         out.extend(rule.evaluate(run))
-    return out
+    return name_owners(run, out)

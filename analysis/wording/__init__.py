@@ -14,7 +14,8 @@ template with all of its numbers missing and with the numbers of every real
 fixture.
 
 The rest: catalog.py gathers the families' wording by finding kind;
-objects.py names a finding's object and writes its title line; compare.py words
+objects.py names a finding's object and writes its title line; owners.py names
+the object's owner (pod, container, unit) first; compare.py words
 the A/B comparison's sentences (analysis/render writes the documents). This module re-exports
 the public names.
 """

@@ -13,6 +13,7 @@ from analysis.findings import Finding, Link
 
 from .base import Wording, by_step
 from .numbers import is_missing, join_words, number
+from .owners import owner_first
 from .servers import server_knob
 from .template import Opt, Part
 
@@ -127,7 +128,7 @@ def headline(f: Finding, status: str) -> str:
     who = s.get("comm") or "a process"
     if thread:
         who = f"thread {s.get('comm') or 'unnamed'} (tid {tid}) of {process or 'its process'}"
-    return f"{TITLE}: {who}" + (f" ({where})" if where else "") + f": {status}"
+    return f"{TITLE}: {owner_first(s, who)}" + (f" ({where})" if where else "") + f": {status}"
 
 
 WORDING = Wording(

@@ -9,6 +9,7 @@ from analysis.findings import Finding
 
 from .catalog import CAUSE_NAMES, HEADLINES, TITLES
 from .numbers import is_missing, number
+from .owners import owner_first
 
 STATUS_WORDS = {
     "confirmed": "confirmed",
@@ -59,4 +60,4 @@ def headline(f: Finding) -> str:
     )
     cause = f" — {CAUSE_NAMES.get(f.cause_class or '', f.cause_class)}" if f.cause_class else ""
     ns = f" in {s['netns_label']}" if not is_missing(s.get("netns_label")) else ""
-    return f"{TITLES.get(f.kind, f.kind)} on {where(s)}{proc}{ns}: {status}{cause}"
+    return f"{TITLES.get(f.kind, f.kind)} on {owner_first(s, where(s))}{proc}{ns}: {status}{cause}"

@@ -128,3 +128,42 @@ def test_threads_of_a_process_with_a_hostile_thread_name() -> None:
     mine = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()
     assert 0 < int(rows[os.getpid()]["cpu_ns"]) <= int(mine[0])
     assert rows[os.getpid()]["netns"] == str(os.stat("/proc/self/ns/net").st_ino)
+
+
+def test_processes_csv_names_each_process_of_a_namespace_with_its_cgroup(tmp_path: Path) -> None:
+    """A namespace that is not the host's: every process living in it gets a row (who owns the
+    namespace), with /proc/PID/cgroup's lines joined by ';' as analysis/cgroups.py reads them."""
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("needs root for ip netns")
+    name = f"tq-test-members-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "30"])
+    try:
+        out = tmp_path / "out"
+        for _ in range(50):  # until ip netns exec has become sleep
+            if Path(f"/proc/{sleeper.pid}/comm").read_text().strip() == "sleep":
+                break
+            subprocess.run(["sleep", "0.05"], check=True)
+        subprocess.run(["ip", "netns", "exec", name, str(ROOT / "collector" / "sample-netns"), "--out", str(out),
+                        "--duration", "1"], check=True, timeout=30)  # fmt: skip
+        rows = list(csv.DictReader((out / "processes.csv").open()))
+        mine = [r for r in rows if r["pid"] == str(sleeper.pid)]
+        assert len(mine) == 1 and mine[0]["comm"] == "sleep" and mine[0]["exe"].endswith("/sleep"), rows
+        cgroup = Path(f"/proc/{sleeper.pid}/cgroup").read_text().strip().replace("\n", ";")
+        assert mine[0]["cgroup"] == cgroup
+        assert len(rows) == len({r["pid"] for r in rows})  # once each
+        assert all(r["comm"] != "sample-netns" for r in rows)  # not itself
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def test_the_host_namespace_lists_only_processes_that_hold_a_listener(tmp_path: Path) -> None:
+    subprocess.run([str(ROOT / "collector" / "sample-netns"), "--out", str(tmp_path), "--duration", "1"],
+                   check=True, timeout=30)  # fmt: skip
+    rows = list(csv.DictReader((tmp_path / "processes.csv").open()))
+    listeners = list(csv.DictReader((tmp_path / "listeners.csv").open()))
+    assert {r["pid"] for r in rows} <= {r["pid"] for r in listeners}
