@@ -89,15 +89,24 @@ def cpu_recorded(rows: pd.DataFrame) -> bool:
 
 
 def cpu_share_overall(rows: pd.DataFrame) -> float | None:
-    """A thread's CPU share over its whole span (rows by time); None when it cannot be told.
+    """One thread's CPU share over its whole span (rows by time); None when it cannot be told."""
+    share = cpu_share_per_thread(rows.assign(pid=0, tid=0)).iloc[0] if len(rows) else None
+    return None if share is None or pd.isna(share) else float(share)
+
+
+def cpu_share_per_thread(pt: pd.DataFrame) -> pd.Series:
+    """Per thread (pid, tid) of per_thread rows sorted by time: its CPU share over its whole span, NaN
+    when it cannot be told.
 
     Over the whole span, not per interval: the CPU clock is read at its sampled
     calls only, and a loop busy with long requests makes few (loop0: ~1 a second, so
     one row's difference covered 0.1 s or 1.7 s). The first row's covers the thread's
     life before the capture: left out."""
-    later = rows["cpu_ns"].iloc[1:].astype("Float64")
-    span = float(rows["time_s"].iloc[-1] - rows["time_s"].iloc[0])
-    return float(later.sum()) / (span * 1e9) if span > 0 and later.notna().any() else None
+    keys = [pt["pid"], pt["tid"]]
+    later = pt["cpu_ns"].astype("Float64").where(pt.groupby(keys).cumcount().to_numpy() > 0)
+    g = pd.DataFrame({"later": later, "known": later.notna(), "t": pt["time_s"]}).groupby(keys)
+    span = (g["t"].max() - g["t"].min()).astype(float)
+    return (g["later"].sum().astype(float) / (span * 1e9)).where(g["known"].any() & (span > 0))
 
 
 # A share from two readings of the scheduler's clock this far apart at least (issue: within 2 points
@@ -122,13 +131,19 @@ def cpu_share_schedstat(threads: pd.DataFrame) -> dict[tuple[int, int], float]:
 
 
 def loop_numbers(rows: pd.DataFrame, interval_s: float) -> dict[str, float | int | None]:
-    """A thread's epoll calls over its rows: calls a second, and per call the share non-blocking,
-    events, and the share that came back empty (percentages rounded as reported)."""
-    calls = int(rows["calls"].sum())
+    """A thread's epoll calls over its rows (loop_numbers_of their sums)."""
+    sums = {c: int(rows[c].sum()) for c in ("calls", "nb_calls", "events_sum", "ret_full", "ret_zero")}
+    return loop_numbers_of(sums, len(rows), interval_s)
+
+
+def loop_numbers_of(sums: dict[str, int], intervals: int, interval_s: float) -> dict[str, float | int | None]:
+    """A thread's epoll calls from their sums over its intervals: calls a second, and per call the
+    share non-blocking, events, and the share that came back empty (percentages rounded as reported)."""
+    calls = sums["calls"]
     return {
-        "calls_per_s": round(calls / (len(rows) * interval_s), 1),
-        "nonblocking_share_pct": round(100 * int(rows["nb_calls"].sum()) / calls, 1) if calls else None,
-        "events_per_call": round(int(rows["events_sum"].sum()) / calls, 2) if calls else None,
-        "full_batches": int(rows["ret_full"].sum()),
-        "empty_share_pct": round(100 * int(rows["ret_zero"].sum()) / calls, 1) if calls else None,
+        "calls_per_s": round(calls / (intervals * interval_s), 1),
+        "nonblocking_share_pct": round(100 * sums["nb_calls"] / calls, 1) if calls else None,
+        "events_per_call": round(sums["events_sum"] / calls, 2) if calls else None,
+        "full_batches": sums["ret_full"],
+        "empty_share_pct": round(100 * sums["ret_zero"] / calls, 1) if calls else None,
     }

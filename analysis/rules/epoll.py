@@ -15,16 +15,16 @@ and its process; the process's other threads get nothing when they wait.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..derived.epoll import (
-    cpu_recorded,
-    cpu_share_overall,
+    cpu_share_per_thread,
     cpu_share_schedstat,
-    loop_numbers,
+    loop_numbers_of,
     per_thread,
     process_wait_share,
     wait_share,
@@ -62,18 +62,6 @@ MIN_CPU_SHARE = 0.5
 
 
 @dataclass
-class _Thread:
-    """One thread's intervals, and which of them had events and which never waited (busy)."""
-
-    rows: pd.DataFrame  # by time
-    share: pd.Series  # share of each interval spent blocked in epoll
-    active: pd.Series  # intervals with events
-    busy: pd.Series  # intervals with events in which the loop never waited
-    cpu_overall: float | None  # its CPU share over its span; None when not recorded
-    cpu_from: str | None  # where cpu_overall comes from: "schedstat" (threads.csv) or "probe"
-
-
-@dataclass
 class _Loops:
     """Every loop of a run, and what judging one of them needs."""
 
@@ -81,11 +69,24 @@ class _Loops:
     ls: pd.DataFrame  # listeners.csv
     interval: float
     per_thread_data: bool  # threads told apart (contract 3, or tid != pid seen)
-    threads: dict[tuple[int, int], _Thread]
+    threads: pd.DataFrame  # _thread_table: a row per (pid, tid)
+    busy: pd.Series  # per pt row: an interval with events in which the thread never waited
+    # listeners.csv rows by holder pid and by holder name, and the processes whose main thread
+    # has a loop: looked up per thread, grouped once (a busy host has thousands of threads).
+    ls_by_pid: dict[int, pd.DataFrame] = field(init=False)
+    ls_by_comm: dict[str, pd.DataFrame] = field(init=False)
+    main_loop_pids: set[int] = field(init=False)
+    loop_pids: set[int] = field(init=False)
 
-    @property
-    def loop_pids(self) -> set[int]:
-        return set(self.pt["pid"].astype(int))
+    def __post_init__(self) -> None:
+        ls = self.ls
+        held = ls[ls["pid"].notna().to_numpy(dtype=bool)]
+        self.ls_by_pid = {int(k): g for k, g in held.groupby("pid", sort=False)}
+        named = ls[ls["comm"].notna().to_numpy(dtype=bool)]
+        self.ls_by_comm = {str(k): g for k, g in named.groupby("comm", sort=False)}
+        pt = self.pt
+        self.main_loop_pids = set(pt.loc[(pt["pid"] == pt["tid"]).to_numpy(dtype=bool), "pid"].astype(int))
+        self.loop_pids = set(self.pt["pid"].astype(int))
 
 
 def _wrk_latency(run: RunView) -> dict[str, Any]:
@@ -94,17 +95,16 @@ def _wrk_latency(run: RunView) -> dict[str, Any]:
     return {"wrk_requests_per_s": [p.get("wrk_requests_per_s") for p in phases]} if phases else {}
 
 
-def _held_by(ls: pd.DataFrame, pid: int, process: str, loop_pids: set[int]) -> pd.DataFrame:
+def _held_by(loops: _Loops, pid: int, process: str) -> pd.DataFrame:
     """listeners.csv rows of a process: held by its pid; if none is, those held under its name by a
     process with no loop (nginx: ss -p names the master, the workers run the loops)."""
     # pid and comm are empty for a listener ss could not name a process for: it is no one's.
-    own = (ls["pid"] == pid).fillna(False).astype(bool)
-    if own.any():
-        return ls[own.to_numpy()]
-    by_name = (ls["comm"] == process).fillna(False).astype(bool) & ~ls["pid"].isin(loop_pids - {pid}).fillna(
-        False
-    ).astype(bool)
-    return ls[own.to_numpy() | by_name.to_numpy()]
+    own = loops.ls_by_pid.get(pid)
+    if own is not None:
+        return own
+    by_name = loops.ls_by_comm.get(process, loops.ls.iloc[0:0])
+    others = loops.loop_pids - {pid}
+    return by_name[~by_name["pid"].isin(others).fillna(False).to_numpy(dtype=bool)]
 
 
 def _longest_run(flags: list[bool]) -> int:
@@ -122,60 +122,79 @@ def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
 # -- decision: which intervals a thread never waited in --------------------------------------------
 
 
-def _active(rows: pd.DataFrame) -> pd.Series:
-    """Intervals with enough events to judge the loop by (an idle poller stays out)."""
-    return rows["events_sum"] >= MIN_EVENTS
+def _busy_rows(pt: pd.DataFrame, interval: float, cpu: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """Per row (pt sorted by thread and time): the share of the interval blocked in epoll, whether
+    it had events (an idle poller stays out), and whether it was busy: with events, the thread never
+    waited and found work at every call; when its CPU time is known, also on the CPU, or no thread
+    of its process waited then."""
+    share = wait_share(pt, interval)
+    active = pt["events_sum"] >= MIN_EVENTS
+    busy = active & (share < MAX_WAIT_SHARE) & (pt["ret_zero"] <= MAX_EMPTY_SHARE * pt["calls"])
+    rows = pd.MultiIndex.from_arrays([pt["pid"], pt["tid"]])
+    by_process = process_wait_share(pt, interval).reindex(pd.MultiIndex.from_arrays([pt["pid"], pt["time_s"]]))
+    process_waits = by_process.to_numpy(dtype=float) >= MAX_WAIT_SHARE
+    overall = cpu["cpu_overall"].reindex(rows).to_numpy(dtype=float)
+    judged = ~np.isnan(overall) | cpu["recorded"].reindex(rows).to_numpy(dtype=bool)
+    on_cpu = np.nan_to_num(overall, nan=0.0) >= MIN_CPU_SHARE
+    return share, active, busy & (~judged | on_cpu | ~process_waits)
 
 
-def _busy(rows: pd.DataFrame, share: pd.Series, process_wait: pd.Series, cpu_overall: float | None) -> pd.Series:
-    """Intervals with events in which the thread never waited in epoll and found work at every call;
-    when its CPU time is known, also on the CPU, or no thread of its process waited then."""
-    active = _active(rows)
-    finds_work = rows["ret_zero"] <= MAX_EMPTY_SHARE * rows["calls"]
-    busy = active & (share < MAX_WAIT_SHARE) & finds_work
-    if cpu_overall is None and not cpu_recorded(rows):
-        return busy
-    on_cpu = cpu_overall is not None and cpu_overall >= MIN_CPU_SHARE
-    process_waits = rows["time_s"].map(process_wait).astype(float) >= MAX_WAIT_SHARE
-    return busy & (on_cpu | ~process_waits)
+def _cpu(pt: pd.DataFrame, sched: dict[tuple[int, int], float]) -> pd.DataFrame:
+    """Per thread its CPU share: from the scheduler's clock where threads.csv has it (the probe reads
+    the clock only at its sampled calls, and a loop busy with long requests makes few: 79 %
+    against /proc's 96 % for a Python loop), else from the probe's readings; and whether the
+    probe recorded its CPU time at all (contract 4 and later)."""
+    probe = cpu_share_per_thread(pt)
+    from_sched = pd.Series([sched.get((int(p), int(t))) for p, t in probe.index], index=probe.index, dtype=float)
+    overall = from_sched.fillna(probe)
+    source = np.where(from_sched.notna(), "schedstat", np.where(overall.notna(), "probe", None))
+    recorded = pt["cpu_ns"].astype("Float64").notna().groupby([pt["pid"], pt["tid"]]).any()
+    return pd.DataFrame({"cpu_overall": overall, "cpu_from": source, "recorded": recorded})
 
 
-def _threads(pt: pd.DataFrame, interval: float, sched: dict[tuple[int, int], float]) -> dict[tuple[int, int], _Thread]:
-    """Each thread's numbers first, so a saturated thread can be told apart from its process's idle ones.
-    Its CPU share from the scheduler's clock where threads.csv has it (the probe reads the clock
-    only at its sampled calls, and a loop busy with long requests makes few: 79 % against /proc's
-    96 % for a Python loop), else from the probe."""
-    process_wait = process_wait_share(pt, interval)
-    threads: dict[tuple[int, int], _Thread] = {}
-    for (pid, tid), rows in pt.groupby(["pid", "tid"], sort=True):
-        rows = rows.sort_values("time_s")
-        share = wait_share(rows, interval)
-        key = (int(pid), int(tid))
-        if key in sched:
-            cpu_overall, cpu_from = sched[key], "schedstat"
-        else:
-            cpu_overall = cpu_share_overall(rows) if cpu_recorded(rows) else None
-            cpu_from = "probe" if cpu_overall is not None else None
-        busy = _busy(rows, share, process_wait.loc[int(pid)], cpu_overall)
-        threads[key] = _Thread(rows, share, _active(rows), busy, cpu_overall, cpu_from)
-    return threads
+def _thread_table(
+    pt: pd.DataFrame, interval: float, sched: dict[tuple[int, int], float]
+) -> tuple[pd.DataFrame, pd.Series]:
+    """A row per thread (pid, tid) with the numbers its finding cites, judged for all rows at once
+    (a host where short-lived processes come and go has thousands of threads); and each row's busy flag."""
+    pt = pt.sort_values(["pid", "tid", "time_s"], kind="stable")
+    cpu = _cpu(pt, sched)
+    share, active, busy = _busy_rows(pt, interval, cpu)
+    blocked = share.clip(upper=1.0)
+    keys = [pt["pid"], pt["tid"]]
+    runs = busy.groupby([pt["pid"], pt["tid"], (~busy).cumsum()]).sum()
+    cols = pd.DataFrame({
+        "comm": pt["comm"], "process_comm": pt["process_comm"], "n": 1, "active": active, "busy": busy,
+        "calls": pt["calls"], "nb_calls": pt["nb_calls"], "events_sum": pt["events_sum"],
+        "ret_full": pt["ret_full"], "ret_zero": pt["ret_zero"],
+        "blocked_busy": blocked.where(busy), "blocked_active": blocked.where(active),
+    })  # fmt: skip
+    t = cols.groupby(keys).agg(
+        comm=("comm", "first"), process_comm=("process_comm", "first"), rows=("n", "sum"),
+        intervals_with_events=("active", "sum"), intervals_never_waiting=("busy", "sum"),
+        calls=("calls", "sum"), nb_calls=("nb_calls", "sum"), events_sum=("events_sum", "sum"),
+        ret_full=("ret_full", "sum"), ret_zero=("ret_zero", "sum"),
+        wait_busy=("blocked_busy", "mean"), wait_median=("blocked_active", "median"),
+    )  # fmt: skip
+    t["longest_never_waiting_run"] = runs.groupby(level=[0, 1]).max().reindex(t.index).fillna(0).astype(int)
+    return t.join(cpu[["cpu_overall", "cpu_from"]]), busy
 
 
 # -- subject ----------------------------------------------------------------------------------------
 
 
-def _subject(loops: _Loops, pid: int, tid: int, th: _Thread) -> tuple[dict[str, Any], pd.DataFrame]:
+def _subject(loops: _Loops, pid: int, tid: int, th: Any) -> tuple[dict[str, Any], pd.DataFrame]:
     """The thread and its process, with the ports the process listens on; and those listeners' rows."""
-    comm, process = str(th.rows["comm"].iloc[0]), str(th.rows["process_comm"].iloc[0])
-    ls, pt = loops.ls, loops.pt
+    comm, process = str(th.comm), str(th.process_comm)
     # The process's own name as ss -p shows it, when its main thread has no loop to name it.
-    named = ls.loc[(ls["pid"] == pid).fillna(False).astype(bool).to_numpy(), "comm"].dropna()
-    if len(named) and not ((pt["pid"] == pid) & (pt["tid"] == pid)).any():
-        process = str(named.iloc[-1])
+    own = loops.ls_by_pid.get(pid)
+    named = own["comm"].dropna() if own is not None else ()
+    if len(named) and pid not in loops.main_loop_pids:
+        process = str(named.iloc[-1])  # type: ignore[union-attr]
     # ss -p names one holder of a shared listening socket (nginx: master or
     # worker), so a process also owns the listeners held under its name by a
     # process that has no loop of its own (never another loop's listeners).
-    held = _held_by(ls, pid, process, loops.loop_pids)
+    held = _held_by(loops, pid, process)
     ports = sorted({int(p) for p in held["lport"]})
     return {"pid": pid, "tid": tid, "comm": comm, "process": process, "listen_ports": ports}, held
 
@@ -183,34 +202,41 @@ def _subject(loops: _Loops, pid: int, tid: int, th: _Thread) -> tuple[dict[str, 
 # -- probe ------------------------------------------------------------------------------------------
 
 
-def _probe_evidence(run: RunView, loops: _Loops, th: _Thread) -> dict[str, Any]:
+def _pct(x: float, digits: int) -> float | None:
+    return None if pd.isna(x) else round(100 * float(x), digits)
+
+
+def _probe_evidence(run: RunView, loops: _Loops, th: Any) -> dict[str, Any]:
     """How the thread used epoll, and how much of its busy intervals it spent blocked (its own time,
     never summed over threads) or on the CPU."""
-    busy, active = th.busy, th.active
-    blocked = th.share.clip(upper=1.0)
     return {
-        "intervals_with_events": int(active.sum()),
-        "intervals_never_waiting": int(busy.sum()),
-        **loop_numbers(th.rows, loops.interval),
-        "wait_share_busy_pct": round(100 * float(blocked[busy].mean()), 2) if busy.any() else None,
-        "wait_share_median_pct": round(100 * float(blocked[active].median()), 1) if active.any() else None,
-        "cpu_share_busy_pct": round(100 * th.cpu_overall, 1) if th.cpu_overall is not None else None,
+        "intervals_with_events": int(th.intervals_with_events),
+        "intervals_never_waiting": int(th.intervals_never_waiting),
+        **loop_numbers_of(
+            {c: int(getattr(th, c)) for c in ("calls", "nb_calls", "events_sum", "ret_full", "ret_zero")},
+            int(th.rows),
+            loops.interval,
+        ),
+        "wait_share_busy_pct": _pct(th.wait_busy, 2),
+        "wait_share_median_pct": _pct(th.wait_median, 1),
+        "cpu_share_busy_pct": _pct(th.cpu_overall, 1),
         "cpu_share_from": th.cpu_from,
         "per_thread": loops.per_thread_data,
         "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
         # Consecutive intervals: a loop that is busy for a moment (a burst of connects) is not saturated.
-        "longest_never_waiting_run": _longest_run(busy.tolist()),
+        "longest_never_waiting_run": int(th.longest_never_waiting_run),
     }
 
 
 def _other_threads(loops: _Loops, pid: int, tid: int) -> dict[str, Any]:
     """The process's other loops: how many there are and whether they wait (they get no finding)."""
-    others = [v for (p, t), v in loops.threads.items() if p == pid and t != tid and v.active.any()]
-    waits = [float(v.share.clip(upper=1.0)[v.active].median()) for v in others]
+    t = loops.threads.loc[pid]
+    others = t[(t.index != tid) & (t["intervals_with_events"] > 0)]
+    waits = sorted(float(w) for w in others["wait_median"])
     return {
         "other_threads_with_events": len(others),
-        "other_threads_saturated": sum(_longest_run(v.busy.tolist()) >= MIN_BUSY_INTERVALS for v in others),
-        "other_threads_blocked_median_pct": round(100 * sorted(waits)[len(waits) // 2], 1) if waits else None,
+        "other_threads_saturated": int((others["longest_never_waiting_run"] >= MIN_BUSY_INTERVALS).sum()),
+        "other_threads_blocked_median_pct": round(100 * waits[len(waits) // 2], 1) if waits else None,
     }
 
 
@@ -252,18 +278,26 @@ def _verification(run: RunView) -> Link:
 # -- one thread, the run ---------------------------------------------------------------------------
 
 
-def _evaluate_thread(run: RunView, loops: _Loops, pid: int, tid: int) -> Finding | None:
+def _evaluate_thread(run: RunView, loops: _Loops, th: Any) -> Finding | None:
     """A server's loop: saturated when it never waited for MIN_BUSY_INTERVALS intervals in a row."""
-    th = loops.threads[(pid, tid)]
+    pid, tid = (int(x) for x in th.Index)
     subject, held = _subject(loops, pid, tid, th)
     # Servers only: a client's loop (a load generator ramping up) is busy by design.
     if not subject["listen_ports"]:
         return None
     probe_ev = _probe_evidence(run, loops, th)
     if probe_ev["longest_never_waiting_run"] < MIN_BUSY_INTERVALS:
-        return Finding(KIND, "absent", subject, chain=[Link("probe", "waits", probe_ev)]) if th.active.any() else None
+        return (
+            Finding(KIND, "absent", subject, chain=[Link("probe", "waits", probe_ev)])
+            if th.intervals_with_events
+            else None
+        )
     probe_ev.update(_other_threads(loops, pid, tid))
-    t = th.rows.loc[th.busy, "time_s"].astype(float)
+    pt = loops.pt
+    mine = ((pt["pid"] == pid) & (pt["tid"] == tid)).to_numpy(dtype=bool) & loops.busy.reindex(pt.index).to_numpy(
+        dtype=bool
+    )
+    t = pt.loc[mine, "time_s"].astype(float)
     wrk = _wrk_latency(run)
     return Finding(
         KIND,
@@ -282,13 +316,25 @@ def _evaluate_thread(run: RunView, loops: _Loops, pid: int, tid: int) -> Finding
     )
 
 
+def _servers(pt: pd.DataFrame, ls: pd.DataFrame) -> pd.DataFrame:
+    """The rows of processes that may hold a listener (_held_by: by pid, or by the process's name),
+    whole processes: only a server's loop gets a finding, and a host where short-lived processes
+    come and go has thousands of other threads (an hour's capture: each judged alone took 22 s
+    of the report)."""
+    pids = set(ls["pid"].dropna().astype(int))
+    names = set(ls["comm"].dropna().astype(str))
+    return pt[(pt["pid"].isin(pids) | pt["process_comm"].isin(names)).to_numpy(dtype=bool)]
+
+
 def _evaluate(run: RunView) -> list[Finding]:
     interval = float(run.metadata.get("interval_s", 1))
     pt = per_thread(run)
     per_thread_data = bool((pt["tid"] != pt["pid"]).any()) or int(run.metadata.get("data_contract", 2)) >= 3
     sched = cpu_share_schedstat(run.table("threads"))
-    loops = _Loops(pt, run.table("listeners"), interval, per_thread_data, _threads(pt, interval, sched))
-    found = (_evaluate_thread(run, loops, pid, tid) for pid, tid in loops.threads)
+    ls = run.table("listeners")
+    pt = _servers(pt, ls)
+    loops = _Loops(pt, ls, interval, per_thread_data, *_thread_table(pt, interval, sched))
+    found = (_evaluate_thread(run, loops, th) for th in loops.threads.itertuples())
     return [f for f in found if f is not None]
 
 
