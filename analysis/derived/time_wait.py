@@ -6,6 +6,7 @@ An endpoint is (netns, remote address, service port) seen from the client side
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -51,19 +52,25 @@ def endpoints(run: RunLike, failed: bool = False) -> list[tuple[int, str, int]]:
 # Per table, its rows grouped by key once: these functions are called once per endpoint, and
 # filtering the whole table each time took 98 s of an hour's report with 1 568 endpoints.
 # A table is read once per run, so the table object itself says whether a grouping is current.
-_GROUPS: dict[tuple[int, tuple[str, ...]], tuple[pd.DataFrame, dict[Any, pd.DataFrame]]] = {}
-_GROUPS_KEPT = 8
+_GROUPS: dict[tuple[int, Any], tuple[pd.DataFrame, Any]] = {}
+_GROUPS_KEPT = 12
+
+
+def _once(t: pd.DataFrame, what: Any, make: Callable[[pd.DataFrame], Any]) -> Any:
+    """make(t), computed once per table object and `what` (the few last kept)."""
+    cached = _GROUPS.get((id(t), what))
+    if cached is None or cached[0] is not t:
+        while len(_GROUPS) >= _GROUPS_KEPT:
+            del _GROUPS[next(iter(_GROUPS))]
+        cached = (t, make(t))
+        _GROUPS[(id(t), what)] = cached
+    return cached[1]
 
 
 def _rows(t: pd.DataFrame, keys: tuple[str, ...], value: tuple[Any, ...]) -> pd.DataFrame:
     """The rows of t whose `keys` columns equal `value` (an empty frame when none do)."""
-    cached = _GROUPS.get((id(t), keys))
-    if cached is None or cached[0] is not t:
-        while len(_GROUPS) >= _GROUPS_KEPT:
-            del _GROUPS[next(iter(_GROUPS))]
-        cached = (t, {k: g for k, g in t.groupby(list(keys), sort=False)} if not t.empty else {})
-        _GROUPS[(id(t), keys)] = cached
-    return cached[1].get(value, t.iloc[0:0])
+    groups = _once(t, keys, lambda t: {k: g for k, g in t.groupby(list(keys), sort=False)} if not t.empty else {})
+    return groups.get(value, t.iloc[0:0])
 
 
 ENDPOINT_KEY = ("netns", "raddr", "service_port", "service_local")
@@ -76,11 +83,24 @@ def client_closes(run: RunLike, netns: int, raddr: str, port: int) -> pd.DataFra
 
 def tw_series(run: RunLike, netns: int, raddr: str, port: int) -> pd.Series:
     """TIME_WAIT sockets toward (raddr, port) per sample, client side; 0 where ss listed none."""
-    samples = sorted(_rows(run.table("sockstat"), ("netns",), (netns,))["time_s"].unique())
+    samples = _once(run.table("sockstat"), "samples", _samples_by_netns).get(netns, [])
     sel = _rows(run.table("tw_sockets"), ENDPOINT_KEY, (netns, raddr, port, 0))
     s = sel.groupby("time_s")["count"].sum().reindex(samples, fill_value=0).astype("int64")
     s.index.name = "time_s"
     return s
+
+
+def _samples_by_netns(sockstat: pd.DataFrame) -> dict[int, list[float]]:
+    return {int(n): sorted(g["time_s"].unique()) for n, g in sockstat.groupby("netns", sort=False)}
+
+
+def tw_max_per_endpoint(run: RunLike) -> dict[tuple[int, str, int], int]:
+    """The most TIME_WAIT sockets toward each client endpoint at one sample (littles_law's
+    measured maximum), for every endpoint at once."""
+    tw = run.table("tw_sockets")
+    tw = tw[(tw["service_local"] == 0).to_numpy(dtype=bool)]
+    per_sample = tw.groupby(["netns", "raddr", "service_port", "time_s"])["count"].sum()
+    return {(int(n), str(r), int(p)): int(v) for (n, r, p), v in per_sample.groupby(level=[0, 1, 2]).max().items()}
 
 
 def littles_law(run: RunLike, netns: int, raddr: str, port: int) -> pd.DataFrame:
@@ -100,33 +120,48 @@ def littles_law(run: RunLike, netns: int, raddr: str, port: int) -> pd.DataFrame
 
 
 def observed_time_wait_length(run: RunLike, netns: int, raddr: str, port: int) -> float | None:
-    """How long TIME_WAIT lasts here, from the timers ss shows; None when it cannot be seen.
+    """How long TIME_WAIT lasts here, from the timers ss shows; None when it cannot be seen
+    (observed_time_wait_lengths, for one endpoint)."""
+    lengths = _once(run.table("tw_sockets"), ("observed", id(run.table("tw_close"))), lambda _: _observed(run))
+    return lengths.get((int(netns), str(raddr), int(port)))
+
+
+def _observed(run: RunLike) -> dict[tuple[int, str, int], float]:
+    """Per endpoint with an answer: how long TIME_WAIT lasts, from the timers ss shows.
 
     Until the first TIME_WAIT socket expires, the oldest one dates from the
     first active close, so age + its time left = the length. Median over those
     samples. Needs the probe's active closes and ss timers in the first
     TCP_TIMEWAIT_LEN of closing."""
-    closes = client_closes(run, netns, raddr, port)
-    closes = closes[closes["active_closes"] > 0]
-    tw = _rows(run.table("tw_sockets"), ENDPOINT_KEY[:3], (netns, raddr, port))
-    tw = tw[tw["timer_min_s"].notna()]
-    if closes.empty or tw.empty:
-        return None
-    # TIME_WAIT already there at the first sample (a host, not a fresh namespace) predates every
-    # close the probe saw: the oldest socket's age is unknown.
-    series = tw_series(run, netns, raddr, port)
-    if len(series) and int(series.iloc[0]) > 0:
-        return None
+    closes = run.table("tw_close")
+    closes = closes[((closes["service_local"] == 0) & (closes["active_closes"] > 0)).to_numpy(dtype=bool)]
     # The probe's row for the first close is stamped at its interval's end: the
     # close happened within the interval before; take its middle.
-    first_close = float(closes["time_s"].min()) - 0.5 * float(run.metadata.get("interval_s", 1))
-    oldest = tw.groupby("time_s")["timer_min_s"].min()
-    age = oldest.index.to_series().astype(float) - first_close
+    first_close = closes.groupby(["netns", "raddr", "service_port"])["time_s"].min().astype(float) - 0.5 * float(
+        run.metadata.get("interval_s", 1)
+    )
+    tw = run.table("tw_sockets")
+    timed = tw[tw["timer_min_s"].notna().to_numpy(dtype=bool)]
+    oldest = timed.groupby(["netns", "raddr", "service_port", "time_s"])["timer_min_s"].min().astype(float)
+    frame = oldest.rename("left").reset_index()
+    frame["first"] = first_close.reindex(pd.MultiIndex.from_frame(frame[["netns", "raddr", "service_port"]])).to_numpy()
+    age = frame["time_s"].astype(float) - frame["first"]
     # Before the first expiry (a few seconds of margin under TCP_TIMEWAIT_LEN).
-    early = (age > 0) & (age < TCP_TIMEWAIT_LEN_S - 10)
-    if not early.any():
-        return None
-    return round(float((age[early] + oldest[early].astype(float)).median()), 1)
+    early = frame[((age > 0) & (age < TCP_TIMEWAIT_LEN_S - 10)).to_numpy(dtype=bool)]
+    lengths = (
+        (early["time_s"].astype(float) - early["first"] + early["left"])
+        .groupby([early["netns"], early["raddr"], early["service_port"]])
+        .median()
+    )
+    out = {(int(n), str(r), int(p)): round(float(v), 1) for (n, r, p), v in lengths.items()}
+    # TIME_WAIT already there at the first sample (a host, not a fresh namespace) predates every
+    # close the probe saw: the oldest socket's age is unknown.
+    return {k: v for k, v in out.items() if not _time_wait_at_first_sample(run, *k)}
+
+
+def _time_wait_at_first_sample(run: RunLike, netns: int, raddr: str, port: int) -> bool:
+    series = tw_series(run, netns, raddr, port)
+    return bool(len(series) and int(series.iloc[0]) > 0)
 
 
 def eaddrnotavail_failures(
@@ -145,9 +180,20 @@ def eaddrnotavail_failures(
 
 def eaddrnotavail_unrecorded(run: RunLike, netns: int) -> int:
     """EADDRNOTAVAIL failures of a namespace whose destination was not recorded (family 0: contract 2)."""
+    return _once(run.table("tw_connect"), "unrecorded", _unrecorded).get(int(netns), 0)
+
+
+def _unrecorded(conn: pd.DataFrame) -> dict[int, int]:
+    sel = ((conn["errno"] == EADDRNOTAVAIL) & (conn["family"] == 0)).to_numpy(dtype=bool)
+    return {int(n): int(v) for n, v in conn[sel].groupby("netns")["failures"].sum().items()}
+
+
+def eaddrnotavail_recorded(run: RunLike) -> dict[tuple[int, str, int], int]:
+    """EADDRNOTAVAIL failures toward each destination that was recorded (contract 3 and later)."""
     conn = run.table("tw_connect")
-    sel = (conn["netns"] == netns) & (conn["errno"] == EADDRNOTAVAIL) & (conn["family"] == 0)
-    return int(conn.loc[sel, "failures"].sum())
+    sel = ((conn["errno"] == EADDRNOTAVAIL) & (conn["family"] != 0)).to_numpy(dtype=bool)
+    sums = conn[sel].groupby(["netns", "raddr", "rport"])["failures"].sum()
+    return {(int(n), str(r), int(p)): int(v) for (n, r, p), v in sums.items()}
 
 
 def close_summary(closes: pd.DataFrame) -> dict[str, Any]:

@@ -25,12 +25,14 @@ from ..derived.time_wait import (
     client_closes,
     close_summary,
     eaddrnotavail_failures,
+    eaddrnotavail_recorded,
     eaddrnotavail_unrecorded,
     endpoints,
     littles_law,
     littles_law_peak,
     observed_time_wait_length,
     port_range,
+    tw_max_per_endpoint,
 )
 from ..findings import Finding, Link, Status
 from .base import Rule, RunView
@@ -49,7 +51,6 @@ class _Endpoint:
     raddr: str
     port: int
     rng: tuple[int, int] | None  # ip_local_port_range
-    ll: pd.DataFrame  # littles_law: TIME_WAIT measured vs predicted per sample
     tw_max: int  # the most TIME_WAIT sockets toward it at one sample
 
     @property
@@ -60,12 +61,6 @@ class _Endpoint:
     def near_full(self) -> bool:
         """Decision: TIME_WAIT held at least NEAR_FULL of the port range."""
         return self.ports is not None and self.tw_max >= NEAR_FULL * self.ports
-
-
-def _endpoint(run: RunView, netns: int, raddr: str, port: int) -> _Endpoint:
-    ll = littles_law(run, netns, raddr, port)
-    tw_max = int(ll["measured"].max()) if not ll.empty else 0
-    return _Endpoint(netns, raddr, port, port_range(run, netns), ll, tw_max)
 
 
 def _unattributed(run: RunView, netns: int, n: int, seen: list[dict[str, Any]]) -> Finding:
@@ -136,9 +131,9 @@ def _status(ep: _Endpoint, eaddr_calls: int) -> Status:
     return "confirmed" if (ep.near_full and eaddr_calls > 0) else "suspected"
 
 
-def _window(run: RunView, ep: _Endpoint, at: float) -> dict[str, float]:
+def _window(run: RunView, ep: _Endpoint, ll: pd.DataFrame, at: float) -> dict[str, float]:
     """From when TIME_WAIT first held NEAR_FULL of the ports (the capture's start if it never did) to its peak."""
-    t_first = float(ep.ll.index[ep.ll["measured"] >= NEAR_FULL * ep.ports][0]) if ep.near_full else run.start
+    t_first = float(ll.index[ll["measured"] >= NEAR_FULL * ep.ports][0]) if ep.near_full else run.start
     return {
         "start_s": t_first,
         "end_s": float(at),
@@ -222,26 +217,29 @@ def _verification(run: RunView, netns_label: str) -> Link:
 # -- one endpoint, the run --------------------------------------------------------------------------
 
 
-def _evaluate_endpoint(run: RunView, ep: _Endpoint) -> Finding:
+def _evaluate_endpoint(run: RunView, ep: _Endpoint, recorded: int) -> Finding:
+    """One endpoint; `recorded`: its own EADDRNOTAVAIL failures (destination recorded)."""
     netns = ep.netns
     # This endpoint's own failures; those with no destination recorded (contract 2) only when its
     # own TIME_WAIT holds its ports: never because another endpoint of the namespace failed.
     unrecorded = eaddrnotavail_unrecorded(run, netns)
-    failed = eaddrnotavail_failures(run, netns, ep.raddr, ep.port, unrecorded=ep.near_full)
-    eaddr_calls = int(failed["failures"].sum())
+    eaddr_calls = recorded + (unrecorded if ep.near_full else 0)
     subject = {"netns": netns, "netns_label": run.netns_label(netns), "raddr": ep.raddr, "service_port": ep.port}
     counter_ev = _counter_evidence(run, ep, unrecorded, eaddr_calls)
     probe = run.probe_status("time_wait")
     if not ep.near_full and eaddr_calls == 0:
         return _ruled_out(subject, counter_ev, probe)
-    at, predicted_at_peak = littles_law_peak(ep.ll, run.end)
+    # A finding: its evidence in full (per sample; the many endpoints ruled out above need none).
+    failed = eaddrnotavail_failures(run, netns, ep.raddr, ep.port, unrecorded=ep.near_full)
+    ll = littles_law(run, netns, ep.raddr, ep.port)
+    at, predicted_at_peak = littles_law_peak(ll, run.end)
     probe_ev = _probe_evidence(run, ep, predicted_at_peak)
     cause_ev = _cause_evidence(run, ep, probe_ev)
     return Finding(
         KIND,
         _status(ep, eaddr_calls),
         subject,
-        window=_window(run, ep, at),
+        window=_window(run, ep, ll, at),
         cause_class="short_connections_client_closes",
         chain=[
             Link("symptom", "eaddrnotavail", _symptom_evidence(run, failed, eaddr_calls, probe == "ok")),
@@ -259,12 +257,16 @@ def _evaluate_endpoint(run: RunView, ep: _Endpoint) -> Finding:
 def _evaluate(run: RunView) -> list[Finding]:
     out: list[Finding] = []
     seen: dict[int, list[dict[str, Any]]] = {}
-    for netns, raddr, port in endpoints(run, failed=True):
-        ep = _endpoint(run, netns, raddr, port)
+    # Every endpoint's numbers at once: a host where connections come and go toward new
+    # destinations has thousands (an hour's soak capture: 1 568).
+    tw_max, recorded = tw_max_per_endpoint(run), eaddrnotavail_recorded(run)
+    for key in endpoints(run, failed=True):
+        netns, raddr, port = key
+        ep = _Endpoint(netns, raddr, port, port_range(run, netns), tw_max.get(key, 0))
         seen.setdefault(netns, []).append(
             {"raddr": raddr, "service_port": port, "time_wait_max": ep.tw_max, "near_full": ep.near_full}
         )
-        out.append(_evaluate_endpoint(run, ep))
+        out.append(_evaluate_endpoint(run, ep, recorded.get(key, 0)))
     for netns in sorted({int(x) for x in run.table("tw_connect")["netns"]}):
         n = eaddrnotavail_unrecorded(run, netns)
         if n and not any(e["near_full"] for e in seen.get(netns, [])):
