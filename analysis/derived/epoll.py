@@ -36,13 +36,21 @@ def per_thread(run: RunLike) -> pd.DataFrame:
         g["comm"] = pd.Series(dtype=str)
         g["process_comm"] = pd.Series(dtype=str)
         return g
-    names = ep.groupby(["pid", "tid"])["comm"].agg(lambda s: s.value_counts().index[0])
+    names = _most_frequent(ep, ["pid", "tid"])
     g["comm"] = [names[(p, t)] for p, t in zip(g["pid"], g["tid"], strict=True)]
-    main = ep[ep["pid"] == ep["tid"]].groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
-    anyname = ep.groupby("pid")["comm"].agg(lambda s: s.value_counts().index[0])
+    main = _most_frequent(ep[(ep["pid"] == ep["tid"]).to_numpy(dtype=bool)], ["pid"])
+    anyname = _most_frequent(ep, ["pid"])
     # Not map().fillna(): with no main thread seen at all, map() gives an Int64 column strings cannot fill.
     g["process_comm"] = [main[p] if p in main.index else anyname[p] for p in g["pid"]]
     return g
+
+
+def _most_frequent(ep: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per key, the comm its rows hold most often (the first seen of equals), for all keys at once:
+    a host where short-lived processes come and go has thousands of threads."""
+    counts = ep.groupby([*keys, "comm"], sort=False).size().reset_index(name="n")
+    best = counts.sort_values("n", ascending=False, kind="stable").drop_duplicates(keys)
+    return best.set_index(keys)["comm"] if len(keys) > 1 else best.set_index(keys[0])["comm"]
 
 
 def wait_share(rows: pd.DataFrame, interval_s: float) -> pd.Series:

@@ -102,9 +102,13 @@ def _held_by(loops: _Loops, pid: int, process: str) -> pd.DataFrame:
     own = loops.ls_by_pid.get(pid)
     if own is not None:
         return own
-    by_name = loops.ls_by_comm.get(process, loops.ls.iloc[0:0])
-    others = loops.loop_pids - {pid}
-    return by_name[~by_name["pid"].isin(others).fillna(False).to_numpy(dtype=bool)]
+    by_name = loops.ls_by_comm.get(process)
+    if by_name is None:
+        return loops.ls.iloc[0:0]
+    # Not held by another process that has a loop of its own.
+    holder = by_name["pid"]
+    other_loop = (holder.isin(loops.loop_pids) & (holder != pid)).fillna(False).to_numpy(dtype=bool)
+    return by_name[~other_loop]
 
 
 def _longest_run(flags: list[bool]) -> int:
