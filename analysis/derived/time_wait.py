@@ -156,12 +156,18 @@ def _observed(run: RunLike) -> dict[tuple[int, str, int], float]:
     out = {(int(n), str(r), int(p)): round(float(v), 1) for (n, r, p), v in lengths.items()}
     # TIME_WAIT already there at the first sample (a host, not a fresh namespace) predates every
     # close the probe saw: the oldest socket's age is unknown.
-    return {k: v for k, v in out.items() if not _time_wait_at_first_sample(run, *k)}
+    there = _time_wait_at_first_sample(run)
+    return {k: v for k, v in out.items() if k not in there}
 
 
-def _time_wait_at_first_sample(run: RunLike, netns: int, raddr: str, port: int) -> bool:
-    series = tw_series(run, netns, raddr, port)
-    return bool(len(series) and int(series.iloc[0]) > 0)
+def _time_wait_at_first_sample(run: RunLike) -> set[tuple[int, str, int]]:
+    """Client endpoints with TIME_WAIT sockets at their namespace's first sample (tw_series > 0 there)."""
+    first = {n: times[0] for n, times in _once(run.table("sockstat"), "samples", _samples_by_netns).items() if times}
+    tw = run.table("tw_sockets")
+    tw = tw[(tw["service_local"] == 0).to_numpy(dtype=bool)]
+    at_first = tw[(tw["time_s"].astype(float) == tw["netns"].map(first).astype(float)).to_numpy(dtype=bool)]
+    sums = at_first.groupby(["netns", "raddr", "service_port"])["count"].sum()
+    return {(int(n), str(r), int(p)) for (n, r, p), v in sums.items() if v > 0}
 
 
 def eaddrnotavail_failures(

@@ -71,10 +71,10 @@ class _Loops:
     per_thread_data: bool  # threads told apart (contract 3, or tid != pid seen)
     threads: pd.DataFrame  # _thread_table: a row per (pid, tid)
     busy: pd.Series  # per pt row: an interval with events in which the thread never waited
-    # listeners.csv rows by holder pid and by holder name, and the processes whose main thread
+    # listeners.csv rows by holder pid and, held by a process with no loop, by its name; the processes whose main thread
     # has a loop: looked up per thread, grouped once (a busy host has thousands of threads).
     ls_by_pid: dict[int, pd.DataFrame] = field(init=False)
-    ls_by_comm: dict[str, pd.DataFrame] = field(init=False)
+    ls_free_by_comm: dict[str, pd.DataFrame] = field(init=False)  # held by a process with no loop
     main_loop_pids: set[int] = field(init=False)
     loop_pids: set[int] = field(init=False)
 
@@ -82,11 +82,11 @@ class _Loops:
         ls = self.ls
         held = ls[ls["pid"].notna().to_numpy(dtype=bool)]
         self.ls_by_pid = {int(k): g for k, g in held.groupby("pid", sort=False)}
-        named = ls[ls["comm"].notna().to_numpy(dtype=bool)]
-        self.ls_by_comm = {str(k): g for k, g in named.groupby("comm", sort=False)}
         pt = self.pt
         self.main_loop_pids = set(pt.loc[(pt["pid"] == pt["tid"]).to_numpy(dtype=bool), "pid"].astype(int))
-        self.loop_pids = set(self.pt["pid"].astype(int))
+        self.loop_pids = set(pt["pid"].astype(int))
+        free = ls[(ls["comm"].notna() & ~ls["pid"].isin(self.loop_pids).fillna(False)).to_numpy(dtype=bool)]
+        self.ls_free_by_comm = {str(k): g for k, g in free.groupby("comm", sort=False)}
 
 
 def _wrk_latency(run: RunView) -> dict[str, Any]:
@@ -102,13 +102,9 @@ def _held_by(loops: _Loops, pid: int, process: str) -> pd.DataFrame:
     own = loops.ls_by_pid.get(pid)
     if own is not None:
         return own
-    by_name = loops.ls_by_comm.get(process)
-    if by_name is None:
-        return loops.ls.iloc[0:0]
-    # Not held by another process that has a loop of its own.
-    holder = by_name["pid"]
-    other_loop = (holder.isin(loops.loop_pids) & (holder != pid)).fillna(False).to_numpy(dtype=bool)
-    return by_name[~other_loop]
+    # By name: not held by another process that has a loop of its own (a row held by this pid
+    # would have been its own, above), the same rows whichever process asks.
+    return loops.ls_free_by_comm.get(process, loops.ls.iloc[0:0])
 
 
 def _longest_run(flags: list[bool]) -> int:
