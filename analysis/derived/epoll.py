@@ -37,11 +37,14 @@ def per_thread(run: RunLike) -> pd.DataFrame:
         g["process_comm"] = pd.Series(dtype=str)
         return g
     names = _most_frequent(ep, ["pid", "tid"])
-    g["comm"] = [names[(p, t)] for p, t in zip(g["pid"], g["tid"], strict=True)]
+    g["comm"] = names.reindex(pd.MultiIndex.from_arrays([g["pid"], g["tid"]])).to_numpy()
     main = _most_frequent(ep[(ep["pid"] == ep["tid"]).to_numpy(dtype=bool)], ["pid"])
     anyname = _most_frequent(ep, ["pid"])
-    # Not map().fillna(): with no main thread seen at all, map() gives an Int64 column strings cannot fill.
-    g["process_comm"] = [main[p] if p in main.index else anyname[p] for p in g["pid"]]
+    # The main thread's name, else the most frequent of any of its threads.
+    process = pd.Series(main.reindex(g["pid"]).to_numpy(dtype=object))
+    g["process_comm"] = process.where(
+        process.notna(), pd.Series(anyname.reindex(g["pid"]).to_numpy(dtype=object))
+    ).to_numpy()
     return g
 
 

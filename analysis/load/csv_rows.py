@@ -19,6 +19,7 @@ def parse_rows(path: Path, text: str, table: Table) -> tuple[list[list[str]], li
     blank: list[int] = []
     header: list[str] | None = None
     start = 1
+    ncol = len(table.column_names)
     try:
         for rec in reader:
             if not rec:
@@ -27,7 +28,8 @@ def parse_rows(path: Path, text: str, table: Table) -> tuple[list[list[str]], li
                 header = rec
                 _check_header(path, start, header, table)
             else:
-                _check_width(path, start, rec, table)
+                if len(rec) != ncol:
+                    _check_width(path, start, rec, table)
                 rows.append(rec)
                 lines.append(start)
             start = reader.line_num + 1

@@ -75,6 +75,7 @@ class _Loops:
     # has a loop: looked up per thread, grouped once (a busy host has thousands of threads).
     ls_by_pid: dict[int, pd.DataFrame] = field(init=False)
     ls_free_by_comm: dict[str, pd.DataFrame] = field(init=False)  # held by a process with no loop
+    ports_of: dict[int, tuple[pd.DataFrame, list[int]]] = field(default_factory=dict)  # _ports
     main_loop_pids: set[int] = field(init=False)
     loop_pids: set[int] = field(init=False)
 
@@ -195,8 +196,17 @@ def _subject(loops: _Loops, pid: int, tid: int, th: Any) -> tuple[dict[str, Any]
     # worker), so a process also owns the listeners held under its name by a
     # process that has no loop of its own (never another loop's listeners).
     held = _held_by(loops, pid, process)
-    ports = sorted({int(p) for p in held["lport"]})
-    return {"pid": pid, "tid": tid, "comm": comm, "process": process, "listen_ports": ports}, held
+    return {"pid": pid, "tid": tid, "comm": comm, "process": process, "listen_ports": _ports(loops, held)}, held
+
+
+def _ports(loops: _Loops, held: pd.DataFrame) -> list[int]:
+    """The listening ports of listeners.csv rows (one group of them, so computed once per group)."""
+    if held.empty:
+        return []
+    key = id(held)
+    if key not in loops.ports_of:
+        loops.ports_of[key] = (held, sorted({int(p) for p in held["lport"]}))
+    return list(loops.ports_of[key][1])
 
 
 # -- probe ------------------------------------------------------------------------------------------
