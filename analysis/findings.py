@@ -8,7 +8,7 @@ logic, so the numbers can be tested without parsing sentences.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # confirmed / suspected: a finding. absent: ruled out by the evidence. not_checked: the
@@ -50,7 +50,16 @@ class Finding:
         return next((x for x in self.chain if x.link == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As dataclasses.asdict says it, without its deep copy of every evidence value (thousands of
+        findings in an hour's capture); evidence is plain data already (Link.__post_init__)."""
+        return {
+            "kind": self.kind,
+            "status": self.status,
+            "subject": dict(self.subject),
+            "window": dict(self.window) if self.window is not None else None,
+            "cause_class": self.cause_class,
+            "chain": [{"link": x.link, "key": x.key, "evidence": dict(x.evidence)} for x in self.chain],
+        }
 
 
 def plain(v: Any) -> Any:

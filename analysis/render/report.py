@@ -24,7 +24,7 @@ from analysis.render.atomic import Staged, check_target
 from analysis.render.figures import plots_for
 from analysis.render.outputs import PLOT_MANIFEST, check_outputs
 from analysis.rules import RULES, evaluate_all
-from analysis.wording import describe, headline
+from analysis.wording import TITLES, describe, headline
 from analysis.wording.catalog import UNSEEN
 from analysis.wording.owners import owner_label
 
@@ -153,12 +153,29 @@ def _findings_lines(findings: list[Finding]) -> list[str]:
     return lines
 
 
+# Bullets per finding kind under Ruled out / Not checked; the rest are counted (verdicts.json has
+# every one): an hour on a busy host rules out thousands of endpoints and threads.
+STATUS_BULLETS_PER_KIND = 20
+
+
 def _status_lines(findings: list[Finding], status: str, title: str, intro: list[str]) -> list[str]:
-    """## Ruled out / ## Not checked: one bullet per finding of that status, its chain in words."""
+    """## Ruled out / ## Not checked: a bullet per finding of that status, its chain in words (the
+    first STATUS_BULLETS_PER_KIND of each kind, then how many more)."""
     these = [f for f in findings if f.status == status]
     if not these:
         return []
-    items = (f"{headline(f)}: " + " ".join(describe(f.kind, link) for link in f.chain) for f in these)
+    shown: list[Finding] = []
+    more: dict[str, int] = {}
+    for f in these:
+        if sum(x.kind == f.kind for x in shown) < STATUS_BULLETS_PER_KIND:
+            shown.append(f)
+        else:
+            more[f.kind] = more.get(f.kind, 0) + 1
+    items = [f"{headline(f)}: " + " ".join(describe(f.kind, link) for link in f.chain) for f in shown]
+    items += [
+        f"... and {n} more: {TITLES.get(k, k)}, {status.replace('_', ' ')} (verdicts.json lists each)"
+        for k, n in more.items()
+    ]
     return [*md.heading(title), *intro, *md.bullets(items), ""]
 
 

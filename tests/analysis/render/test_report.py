@@ -95,3 +95,20 @@ def test_a_run_without_a_probe_says_what_it_cannot_see() -> None:
     text = report.markdown(run, evaluate_all(run), [], all_measurements(run))
     assert "- Probes: none (the sampled tier" in text
     assert text.count("- Without the ") == 4
+
+
+def test_ruled_out_lists_at_most_its_share_per_kind_and_counts_the_rest() -> None:
+    """An hour on a busy host rules out thousands of endpoints: the report shows the first of each
+    kind and how many more; verdicts.json keeps every one."""
+    from analysis.findings import Finding
+    from analysis.render.report import STATUS_BULLETS_PER_KIND, _status_lines
+
+    many = [
+        Finding("time_wait_exhaustion", "absent", {"netns": 1, "raddr": f"10.0.0.{i}", "service_port": 80})
+        for i in range(STATUS_BULLETS_PER_KIND + 7)
+    ]
+    lines = _status_lines(many, "absent", "Ruled out", [])
+    bullets = [ln for ln in lines if ln.startswith("- ")]
+    assert len(bullets) == STATUS_BULLETS_PER_KIND + 1
+    assert bullets[-1].startswith("- ... and 7 more: ") and "absent (verdicts.json lists each)" in bullets[-1]
+    assert not any(ln.startswith("- ... and") for ln in _status_lines(many[:3], "absent", "Ruled out", []))
