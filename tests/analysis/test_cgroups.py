@@ -137,3 +137,39 @@ def test_read_cgroup_reads_a_live_process_and_none_when_gone() -> None:
     text = read_cgroup(os.getpid())
     assert text and "\n" not in text and text.count(":") >= 2
     assert read_cgroup(2**22 + 7) is None
+
+
+def _kubepods_path(runtime: str, driver: str, qos: str) -> str:
+    """A pod container's cgroup path as the kubelet and the runtime name it: the systemd driver
+    nests `kubepods[-<qos>].slice` units with the UID's dashes as underscores and a
+    `<prefix>-<id>.scope` (cri-containerd-, crio-); the cgroupfs driver nests folders
+    `/kubepods[/<qos>]/pod<uid>/` and the id (containerd) or crio-<id> (cri-o). Guaranteed pods
+    have no QoS level of their own."""
+    level = {"Guaranteed": None, "Burstable": "burstable", "BestEffort": "besteffort"}[qos]
+    if driver == "systemd":
+        pod = f"kubepods-{level}-pod{UID_}.slice" if level else f"kubepods-pod{UID_}.slice"
+        parent = f"/kubepods.slice/kubepods-{level}.slice/{pod}" if level else f"/kubepods.slice/{pod}"
+        scope = {"containerd": f"cri-containerd-{ID}.scope", "cri-o": f"crio-{ID}.scope"}[runtime]
+        return f"{parent}/{scope}"
+    parent = f"/kubepods/{level}/pod{UID}" if level else f"/kubepods/pod{UID}"
+    return f"{parent}/{ID if runtime == 'containerd' else 'crio-' + ID}"
+
+
+MATRIX = [
+    (runtime, version, driver, qos)
+    for runtime in ("containerd", "cri-o")
+    for version in ("v1", "v2")
+    for driver in ("systemd", "cgroupfs")
+    for qos in ("Guaranteed", "Burstable", "BestEffort")
+]
+
+
+@pytest.mark.parametrize(("runtime", "version", "driver", "qos"), MATRIX, ids=["-".join(m) for m in MATRIX])
+def test_every_kubepods_layout(runtime: str, version: str, driver: str, qos: str) -> None:
+    path = _kubepods_path(runtime, driver, qos)
+    # v1: a line per hierarchy (the same path in each); v2: the one unified line.
+    text = f"12:memory:{path}\n4:cpu,cpuacct:{path}\n1:name=systemd:{path}" if version == "v1" else f"0::{path}"
+    got = owner_of_cgroup(text)
+    assert (got.container_id, got.pod_uid, got.qos, got.unit) == (ID, UID, qos, None), path
+    # The cgroupfs driver names a containerd container by its id alone: the runtime is not in the path.
+    assert got.runtime == (None if (runtime, driver) == ("containerd", "cgroupfs") else runtime), path
