@@ -75,6 +75,7 @@ class _Loops:
     # has a loop: looked up per thread, grouped once (a busy host has thousands of threads).
     ls_by_pid: dict[int, pd.DataFrame] = field(init=False)
     ls_free_by_comm: dict[str, pd.DataFrame] = field(init=False)  # held by a process with no loop
+    no_listener: pd.DataFrame = field(init=False)  # listeners.csv's columns, no row
     ports_of: dict[int, tuple[pd.DataFrame, list[int]]] = field(default_factory=dict)  # _ports
     main_loop_pids: set[int] = field(init=False)
     loop_pids: set[int] = field(init=False)
@@ -88,6 +89,7 @@ class _Loops:
         self.loop_pids = set(pt["pid"].astype(int))
         free = ls[(ls["comm"].notna() & ~ls["pid"].isin(self.loop_pids).fillna(False)).to_numpy(dtype=bool)]
         self.ls_free_by_comm = {str(k): g for k, g in free.groupby("comm", sort=False)}
+        self.no_listener = ls.iloc[0:0]
 
 
 def _wrk_latency(run: RunView) -> dict[str, Any]:
@@ -105,7 +107,7 @@ def _held_by(loops: _Loops, pid: int, process: str) -> pd.DataFrame:
         return own
     # By name: not held by another process that has a loop of its own (a row held by this pid
     # would have been its own, above), the same rows whichever process asks.
-    return loops.ls_free_by_comm.get(process, loops.ls.iloc[0:0])
+    return loops.ls_free_by_comm.get(process, loops.no_listener)
 
 
 def _longest_run(flags: list[bool]) -> int:
