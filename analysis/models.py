@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ciw
 import numpy as np
 
 from .kernel import TCP_TIMEWAIT_LEN_S, accept_queue_room
@@ -88,6 +87,10 @@ def simulate(
     """
     if lam <= 0:
         return QueuePrediction(0.0, 0.0, 0.0, 0.0)
+    # Imported here: ciw (and networkx under it) costs 0.4 s to import, and a report whose
+    # findings need no simulation should not pay it.
+    import ciw
+
     if service == "det":
         svc = ciw.dists.Deterministic(value=service_mean_s)
     else:
