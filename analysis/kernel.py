@@ -31,6 +31,10 @@ TW_REUSE_AFTER_S = 1
 # include/uapi/asm-generic/errno.h: connect() found no free local port.
 EADDRNOTAVAIL = 99
 
+# include/linux/proc_ns.h: PROC_NET_INIT_INO, the inode of the host's own network namespace
+# (init_net), fixed. collector/sample-netns lists the processes living in any other one.
+INIT_NET_INODE = 0xEFFFFFF9
+
 
 def accept_queue_room(limit: int) -> int:
     """Connections an accept queue holds before it drops: sk_acceptq_is_full() is

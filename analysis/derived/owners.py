@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.cgroups import CgroupOwner, owner_of_cgroup
 from analysis.findings import Finding
+from analysis.kernel import INIT_NET_INODE
 
 from . import RunLike
 
@@ -109,7 +110,9 @@ def _of(table: dict[tuple[int, int], Owner], netns: Any, pid: Any) -> Owner | No
         mine = [o for (n, p), o in table.items() if p == int(pid) and ns in (None, n)]
         if mine:
             return mine[0]
-    if ns is None:
+    # The host's namespace holds every process not in a container, and processes.csv lists only
+    # those holding a listener there: one containerised listener does not make it a container's.
+    if ns is None or ns == INIT_NET_INODE:
         return None
     found = {o for (n, _), o in table.items() if n == ns and (o.container_id or o.pod_uid)}
     return found.pop() if len(found) == 1 else None

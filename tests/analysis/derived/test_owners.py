@@ -83,6 +83,16 @@ def test_a_namespace_is_owned_only_by_its_one_container() -> None:
     assert owner_of(RUN, 3, 30).unit == "nginx.service"  # type: ignore[union-attr]
 
 
+def test_the_hosts_namespace_is_never_a_containers() -> None:
+    """A host-network container holding a listener on the host: its listener is the container's,
+    the host's other endpoints are not."""
+    from analysis.kernel import INIT_NET_INODE
+
+    run = _Run([_proc(INIT_NET_INODE, 70, f"0::/libpod_parent/libpod-{A}")], [])
+    assert owner_of(run, INIT_NET_INODE, 70).container_id == A  # type: ignore[union-attr]
+    assert owner_of(run, INIT_NET_INODE, None) is None
+
+
 def test_nothing_known_is_none() -> None:
     assert owner_of(RUN, 4, 40) is None  # no cgroup recorded (a run of contract 6)
     assert owner_of(RUN, 9, 99) is None  # a process the run never saw
