@@ -26,12 +26,27 @@ def reconciliation(run: Run) -> list[dict[str, Any]]:
     return out
 
 
+# Endpoints in the TIME_WAIT table: those with the highest peaks (an hour on a host where
+# connections come and go toward new destinations has thousands; Little's law for each took 20 s).
+TIME_WAIT_ROWS = 20
+
+
+def time_wait_endpoints(run: Run) -> tuple[list[tuple[int, str, int]], int]:
+    """The client endpoints that held TIME_WAIT, at most TIME_WAIT_ROWS of the highest peaks in
+    endpoint order, and how many held TIME_WAIT in all."""
+    peaks = time_wait.tw_max_per_endpoint(run)
+    held = [k for k in time_wait.endpoints(run) if peaks.get(k, 0) > 0]
+    top = set(sorted(held, key=lambda k: -peaks[k])[:TIME_WAIT_ROWS])
+    return [k for k in held if k in top], len(held)
+
+
 def time_wait_summary(run: Run) -> list[dict[str, Any]]:
-    """Per client endpoint: TIME_WAIT peak, Little's law at the end, observed TIME_WAIT length."""
-    out = []
+    """Per client endpoint (time_wait_endpoints): TIME_WAIT peak, Little's law at the end, observed
+    TIME_WAIT length."""
+    out: list[dict[str, Any]] = []
     if run.metadata["probes"].get("time_wait", {}).get("status") != "ok":
         return out
-    for netns, raddr, port in time_wait.endpoints(run):
+    for netns, raddr, port in time_wait_endpoints(run)[0]:
         ll = time_wait.littles_law(run, netns, raddr, port)
         if ll.empty or ll["measured"].max() == 0:
             continue
@@ -60,6 +75,9 @@ def all_measurements(run: Run) -> dict[str, Any]:
     tw = time_wait_summary(run)
     if tw:
         m["time_wait"] = tw
+        listed, held = time_wait_endpoints(run)
+        if held > len(listed):
+            m["time_wait_endpoints_held"] = held
     lab = run.lab or {}
     if lab.get("lab") == "epoll" and len(lab.get("phases") or []) > 1:
         m["epoll_sweep"] = epoll_sweep(run).to_dict(orient="records")

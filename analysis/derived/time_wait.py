@@ -39,14 +39,17 @@ def endpoints(run: RunLike, failed: bool = False) -> list[tuple[int, str, int]]:
     destinations of connects that failed with EADDRNOTAVAIL (contract 3 records them)."""
     keys: set[tuple[int, str, int]] = set()
     for name in ("tw_sockets", "tw_close"):
-        t = run.table(name)
-        t = t[t["service_local"] == 0]
-        keys |= {(int(a), str(b), int(c)) for a, b, c in t[["netns", "raddr", "service_port"]].itertuples(index=False)}
+        keys |= _once(run.table(name), "client endpoints", _client_endpoints)
     if failed:
         conn = run.table("tw_connect")
         conn = conn[(conn["errno"] == EADDRNOTAVAIL) & (conn["family"] != 0)]
         keys |= {(int(a), str(b), int(c)) for a, b, c in conn[["netns", "raddr", "rport"]].itertuples(index=False)}
     return sorted(keys)
+
+
+def _client_endpoints(t: pd.DataFrame) -> set[tuple[int, str, int]]:
+    t = t.loc[(t["service_local"] == 0).to_numpy(dtype=bool), ["netns", "raddr", "service_port"]].drop_duplicates()
+    return {(int(a), str(b), int(c)) for a, b, c in t.itertuples(index=False)}
 
 
 # Per table, its rows grouped by key once: these functions are called once per endpoint, and
@@ -67,10 +70,20 @@ def _once(t: pd.DataFrame, what: Any, make: Callable[[pd.DataFrame], Any]) -> An
     return cached[1]
 
 
+def _positions(t: pd.DataFrame, keys: tuple[str, ...]) -> dict[Any, Any]:
+    """Row positions per key tuple (a 1-tuple for one key, as the callers ask)."""
+    if t.empty:
+        return {}
+    where = t.groupby(list(keys), sort=False).indices
+    return where if len(keys) > 1 else {(k,): v for k, v in where.items()}
+
+
 def _rows(t: pd.DataFrame, keys: tuple[str, ...], value: tuple[Any, ...]) -> pd.DataFrame:
     """The rows of t whose `keys` columns equal `value` (an empty frame when none do)."""
-    groups = _once(t, keys, lambda t: {k: g for k, g in t.groupby(list(keys), sort=False)} if not t.empty else {})
-    return groups.get(value, t.iloc[0:0])
+    # Positions per key (one pass in C); a group's frame is made only when it is asked for.
+    where = _once(t, keys, lambda t: _positions(t, keys))
+    rows = where.get(value)
+    return t.iloc[rows] if rows is not None else t.iloc[0:0]
 
 
 ENDPOINT_KEY = ("netns", "raddr", "service_port", "service_local")

@@ -22,8 +22,14 @@ def markdown(m: dict[str, Any]) -> list[str]:
         return []
     lines = md.heading("Measurements")
     for name, rows in m.items():
-        if rows:
+        if rows and isinstance(rows, list):
             lines += [*md.heading(name.replace("_", " "), 3), *md.records_table(rows, _cell), ""]
+        if name == "time_wait" and "time_wait_endpoints_held" in m:
+            lines += [
+                f"The {len(rows)} endpoints with the highest TIME_WAIT peaks of the "
+                f"{number(m['time_wait_endpoints_held'])} that held TIME_WAIT.",
+                "",
+            ]
     if "epoll_sweep" in m:
         lines += _epoll_sweep(m["epoll_sweep"])
     return lines
