@@ -23,6 +23,7 @@ hybrid hosts write both. The line that says the most wins.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 
 _ID = r"[0-9a-f]{64}"
@@ -97,6 +98,37 @@ def owner_of_cgroup(text: str) -> CgroupOwner:
         if owner.known > best.known:
             best = owner
     return best
+
+
+NAME_FIELDS = ("name", "pod_namespace", "pod_name")
+
+
+def names_from_rows(rows: Iterable[Mapping[str, str | None]]) -> dict[str, dict[str, str]]:
+    """containers.csv rows (collector/list-containers) -> container id, or "pod:<uid>", to the
+    names known for it. Every source adds what it knows (podman ps a container's name, the
+    kubelet's links its pod's). Empty or missing values are unknown."""
+    out: dict[str, dict[str, str]] = {}
+    for row in rows:
+        key = row.get("container_id") or (f"pod:{row['pod_uid']}" if row.get("pod_uid") else "")
+        if key:
+            out.setdefault(key, {}).update({k: v for k in NAME_FIELDS if (v := row.get(k))})
+    return out
+
+
+def named(c: CgroupOwner, names: Mapping[str, Mapping[str, str]]) -> dict[str, str | None]:
+    """What a cgroup says and the names the host keeps for it, as one record (None: unknown)."""
+    by_id = names.get(c.container_id or "", {})
+    pod = names.get(f"pod:{c.pod_uid}", {}) if c.pod_uid else {}
+    return {
+        "unit": c.unit,
+        "runtime": c.runtime,
+        "container_id": c.container_id,
+        "container_name": by_id.get("name"),
+        "pod_uid": c.pod_uid,
+        "pod_namespace": by_id.get("pod_namespace") or pod.get("pod_namespace"),
+        "pod_name": by_id.get("pod_name") or pod.get("pod_name"),
+        "qos": c.qos,
+    }
 
 
 def read_cgroup(pid: int, proc: str = "/proc") -> str | None:

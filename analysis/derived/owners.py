@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.cgroups import CgroupOwner, owner_of_cgroup
+from analysis.cgroups import CgroupOwner, named, names_from_rows, owner_of_cgroup
 from analysis.findings import Finding
 from analysis.kernel import INIT_NET_INODE
 
@@ -61,36 +61,12 @@ def owner_of(run: RunLike, netns: int | None, pid: int | None) -> Owner | None:
 
 
 def _named(c: CgroupOwner, names: dict[str, dict[str, str]]) -> Owner | None:
-    if c.known == 0:
-        return None
-    by_id = names.get(c.container_id or "", {})
-    pod = names.get(f"pod:{c.pod_uid}", {}) if c.pod_uid else {}
-    return Owner(
-        unit=c.unit,
-        runtime=c.runtime,
-        container_id=c.container_id,
-        container_name=by_id.get("name"),
-        pod_uid=c.pod_uid,
-        pod_namespace=by_id.get("pod_namespace") or pod.get("pod_namespace"),
-        pod_name=by_id.get("pod_name") or pod.get("pod_name"),
-        qos=c.qos,
-    )
+    return Owner(**named(c, names)) if c.known else None
 
 
 def _names(containers: pd.DataFrame) -> dict[str, dict[str, str]]:
-    """container id -> its names; "pod:<uid>" -> the pod's namespace and name. Every source
-    adds what it knows (podman ps the container's name, the kubelet's links the pod's)."""
-    out: dict[str, dict[str, str]] = {}
-    for row in containers.itertuples(index=False):
-        if not pd.isna(row.container_id):
-            key = str(row.container_id)
-        elif not pd.isna(row.pod_uid):
-            key = f"pod:{row.pod_uid}"
-        else:
-            continue
-        known = {k: str(getattr(row, k)) for k in ("name", "pod_namespace", "pod_name") if not pd.isna(getattr(row, k))}
-        out.setdefault(key, {}).update(known)
-    return out
+    rows = containers.astype(object).where(containers.notna(), None).to_dict("records")
+    return names_from_rows(rows)
 
 
 def name_owners(run: RunLike, findings: list[Finding]) -> list[Finding]:

@@ -110,14 +110,6 @@ def _held_by(loops: _Loops, pid: int, process: str) -> pd.DataFrame:
     return loops.ls_free_by_comm.get(process, loops.no_listener)
 
 
-def _longest_run(flags: list[bool]) -> int:
-    longest, cur = 0, 0
-    for b in flags:
-        cur = cur + 1 if b else 0
-        longest = max(longest, cur)
-    return longest
-
-
 def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
     return {"start_s": t0, "end_s": t1, "start_rel_s": round(t0 - run.start, 1), "end_rel_s": round(t1 - run.start, 1)}
 

@@ -16,7 +16,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from analysis.cgroups import owner_of_cgroup, read_cgroup
+from analysis.cgroups import named, names_from_rows, owner_of_cgroup, read_cgroup
 
 from .objects import Key, Put
 
@@ -43,12 +43,11 @@ class OwnerScan:
             c.pod_uid and f"pod:{c.pod_uid}" not in self.names
         ):
             self._list(now)
-        named = self.names.get(c.container_id or "", {})
-        pod = self.names.get(f"pod:{c.pod_uid}", {})
+        n = named(c, self.names)
         found = {
-            "unit": c.unit, "runtime": c.runtime, "container_id": c.container_id,
-            "container": named.get("name"), "pod_namespace": named.get("pod_namespace") or pod.get("pod_namespace"),
-            "pod": named.get("pod_name") or pod.get("pod_name"), "qos": c.qos,
+            "unit": n["unit"], "runtime": n["runtime"], "container_id": n["container_id"],
+            "container": n["container_name"], "pod_namespace": n["pod_namespace"], "pod": n["pod_name"],
+            "qos": n["qos"],
         }  # fmt: skip
         out = {k: v or "" for k, v in found.items()}
         out["comm"] = _comm(pid)
@@ -61,12 +60,7 @@ class OwnerScan:
             return
         self.listed = now
         r = subprocess.run([str(self.lister)], capture_output=True, text=True, check=False)
-        for row in csv.DictReader(io.StringIO(r.stdout)):
-            key = row["container_id"] or (f"pod:{row['pod_uid']}" if row["pod_uid"] else "")
-            if key:
-                self.names.setdefault(key, {}).update(
-                    {k: row[k] for k in ("name", "pod_namespace", "pod_name") if row[k]}
-                )
+        self.names = names_from_rows(csv.DictReader(io.StringIO(r.stdout)))
 
     def series(self, pids: set[int], holders: dict[Key, int], now: float, put: Put) -> None:
         """tq_owner_info per live process of `pids`; tq_listener_owner_info per held listener."""
