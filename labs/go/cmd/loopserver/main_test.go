@@ -179,8 +179,11 @@ func TestHotLoopBesideAnIdleOne(t *testing.T) {
 	wg.Wait()
 	st := stop()
 	hot, idle := st.Loops[0], st.Loops[1]
-	if hot.CPUNs < int64(200*time.Millisecond) {
-		t.Errorf("hot loop: %s of CPU in a 400 ms load, want most of it", time.Duration(hot.CPUNs))
+	// Not "most of the 400 ms": the unit tests share a CPU with other tests in CI, where
+	// the hot thread once got 161 ms (2026-11-25). What does not depend on the machine's
+	// load: it served many requests and spent far more CPU than the idle loop.
+	if hot.Requests < 20 || hot.CPUNs < 20*max(idle.CPUNs, int64(time.Millisecond)) {
+		t.Errorf("hot loop: %d requests, %s of CPU (idle loop %s)", hot.Requests, time.Duration(hot.CPUNs), time.Duration(idle.CPUNs))
 	}
 	if idle.Requests != 0 || idle.CPUNs > int64(50*time.Millisecond) {
 		t.Errorf("idle loop: %d requests, %s of CPU", idle.Requests, time.Duration(idle.CPUNs))
