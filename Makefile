@@ -73,10 +73,11 @@ soak-monitor: setup ## exporter mode for 30 min beside the busy-host labs: serie
 soak-capture: setup ## a capture of every family for 60 min beside steady load and thread churn: output bytes/s per minute, report time (build/soak-capture.csv; MINUTES=)
 	@dev/soak-capture $(if $(MINUTES),--minutes $(MINUTES))
 
-runtimes-doc: setup ## each runtime's listen() backlog with its defaults (the runtimes lab): its run into tests/fixtures/runtimes-defaults, the table into docs/runtimes.md
-	@rm -rf tests/fixtures/runtimes-defaults
-	@TQ_NO_LATEST=1 scripts/lab runtimes --no-report --out tests/fixtures/runtimes-defaults >/dev/null
-	@$(PY) -m analysis runtimes tests/fixtures/runtimes-defaults --out docs/runtimes.md
+runtimes-doc: setup ## each runtime's listen() backlog with its defaults, and what it does past its own connection limit (the runtimes lab's two variants): runs into tests/fixtures/runtimes-{defaults,limits}, the tables into docs/runtimes.md
+	@rm -rf tests/fixtures/runtimes-defaults tests/fixtures/runtimes-limits
+	@TQ_NO_LATEST=1 scripts/lab runtimes defaults --no-report --out tests/fixtures/runtimes-defaults >/dev/null
+	@TQ_NO_LATEST=1 scripts/lab runtimes limits --no-report --out tests/fixtures/runtimes-limits >/dev/null
+	@$(PY) -m analysis runtimes tests/fixtures/runtimes-defaults --limits tests/fixtures/runtimes-limits --out docs/runtimes.md
 
 report: setup ## (re)write verdicts.json, report.md and plots for RUN (default runs/latest)
 	@$(PY) -m analysis report $(RUN)

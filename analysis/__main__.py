@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     fl = sub.add_parser("fleet", help="one report over a fleet capture (DIR/<host>/ runs): fleet.md, fleet.json")
     fl.add_argument("dir")
     rt = sub.add_parser("runtimes", help="docs/runtimes.md from a runtimes lab run (make runtimes-doc)")
-    rt.add_argument("run")
+    rt.add_argument("run", help="a run of the runtimes lab's defaults variant")
+    rt.add_argument("--limits", help="a run of its limits variant: what each server does past its own limit")
     rt.add_argument("--out", default="docs/runtimes.md", help="where the document goes (default docs/runtimes.md)")
     sub.add_parser("schema-doc", help="print docs/data-contract.md (generated from analysis/contract/)")
     return p
@@ -109,7 +110,7 @@ def _fleet(args: argparse.Namespace) -> None:
 def _runtimes(args: argparse.Namespace) -> None:
     from analysis.render.runtimes import write as write_runtimes
 
-    print(f"runtimes: {write_runtimes(args.run, args.out)}")
+    print(f"runtimes: {write_runtimes(args.run, args.out, args.limits)}")
 
 
 def _schema_doc(args: argparse.Namespace) -> None:

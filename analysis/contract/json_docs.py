@@ -127,7 +127,7 @@ LAB_SCHEMA = _obj(
         "somaxconn": _t("integer", "runtimes lab: net.core.somaxconn in the server namespace", minimum=0),
         "runtimes": _t(
             "array",
-            "runtimes lab: each server it tried, with its defaults",
+            "runtimes lab: each server it tried, with its defaults or past its own limit",
             items=_obj(
                 "one server",
                 {
@@ -139,6 +139,31 @@ LAB_SCHEMA = _obj(
                     ),
                     "version": _t(["string", "null"], "the version it reports of itself"),
                     "exe": _t(["string", "null"], "its executable"),
+                    "at_limit": _obj(
+                        "limits variant: the server alone past its own connection limit (labs/runtimes/hold_idle.py)",
+                        {
+                            "skipped": _t("string", "why it was not held past a limit"),
+                            "knob": _t("string", "the limit as set: its own knob, or its open files (prlimit)"),
+                            "limit": _t("integer", "the limit's value", minimum=0),
+                            "pids": _t("array", "the processes holding its listener", items=_t("integer", "pid")),
+                            "cpu_s": _t("number", "their CPU seconds while the connections were held", minimum=0),
+                            "hold": _obj(
+                                "the idle client's account",
+                                {
+                                    "conns": _t("integer", "connections to open", minimum=0),
+                                    "connected": _t("integer", "connects that completed", minimum=0),
+                                    "connect_failed": _t("integer", "connects that timed out or failed", minimum=0),
+                                    "not_tried": _t("integer", "left after 3 failures in a row", minimum=0),
+                                    "closed_by_server": _t("integer", "closed (EOF or reset) by the server", minimum=0),
+                                    "open": _t("integer", "still open after the hold", minimum=0),
+                                    "said": _t(["string", "null"], "the first bytes a closed connection received"),
+                                    "start_epoch": _EPOCH_S,
+                                    "end_epoch": _EPOCH_S,
+                                },
+                                ("conns", "connected", "closed_by_server", "open", "start_epoch", "end_epoch"),
+                            ),
+                        },
+                    ),
                 },
                 ("name", "port", "status"),
             ),

@@ -94,3 +94,92 @@ def _exe(run: RunLike, last: pd.DataFrame) -> str | None:
     pids = set(last["pid"].dropna().astype(int))
     hit = procs[procs["pid"].isin(pids) & procs["exe"].notna()]
     return str(hit["exe"].iloc[0]) if not hit.empty else None
+
+
+AT_LIMIT_COLUMNS = [
+    "server",
+    "version",
+    "port",
+    "knob",
+    "conns",
+    "connected",
+    "connect_failed",
+    "kept_open",
+    "closed_by_server",
+    "said",
+    "queue_depth_max",
+    "relisten_backlogs",
+    "cpu_s",
+    "hold_s",
+    "behaviour",
+    "skipped",
+]
+# A server whose processes used half a CPU or more while idle connections sat there spins.
+SPIN_CPU_SHARE = 0.5
+
+
+def at_limit_table(run: RunLike) -> pd.DataFrame:
+    """The limits variant: one row per server held past its own connection limit, from the
+    idle client's account (lab.runtimes[].at_limit) and the accept-queue probe's record of
+    its listener over the same window: the deepest its queue got, and any listen() it
+    called again with another backlog. `behaviour` lists what was seen, in order:
+    relisten, queues, refuses (accepts and closes), drops (connects failed), spins,
+    keeps (every connection accepted and held)."""
+    lab = run.lab or {}
+    if lab.get("lab") != "runtimes" or lab.get("variant") != "limits":
+        raise RunDataError(f"not a runtimes limits run (metadata.json lab: {lab.get('lab')!r} {lab.get('variant')!r})")
+    inode = int(lab["server"]["netns_inode"])
+    queues = run.table("aq_listener")
+    queues = queues[queues["netns"] == inode]
+    listens = run.table("aq_listen")
+    listens = listens[(listens["netns"] == inode) & (listens["ret"] == 0)]
+    rows = [_at_limit_row(rt, queues, listens) for rt in lab.get("runtimes", []) if rt.get("at_limit")]
+    return pd.DataFrame(rows, columns=AT_LIMIT_COLUMNS)
+
+
+def _at_limit_row(rt: dict[str, Any], queues: pd.DataFrame, listens: pd.DataFrame) -> dict[str, Any]:
+    at = rt["at_limit"]
+    base = {"server": rt["name"], "version": rt.get("version"), "port": int(rt["port"])}
+    if "hold" not in at:
+        return {**base, "skipped": at.get("skipped", "not held")}
+    hold = at["hold"]
+    # The probe prints once a second: its interval rows that overlap the hold.
+    start, end = float(hold["start_epoch"]), float(hold["end_epoch"])
+    mine = queues[(queues["lport"] == base["port"]) & (queues["time_s"] >= start - 1) & (queues["time_s"] <= end + 1)]
+    calls = listens[listens["lport"] == base["port"]].sort_values("time_s")
+    first = int(calls["backlog_requested"].iloc[0]) if not calls.empty else None
+    again = calls[(calls["time_s"] >= start - 1) & (calls["backlog_requested"] != first)]
+    row = {
+        **base,
+        "knob": at["knob"],
+        "conns": int(hold["conns"]),
+        "connected": int(hold["connected"]),
+        "connect_failed": int(hold.get("connect_failed", 0)) + int(hold.get("not_tried", 0)),
+        "kept_open": int(hold["open"]),
+        "closed_by_server": int(hold["closed_by_server"]),
+        "said": hold.get("said"),
+        "queue_depth_max": int(mine["depth_max"].max()) if not mine.empty else None,
+        "relisten_backlogs": ", ".join(str(b) for b in dict.fromkeys(again["backlog_requested"].tolist())) or None,
+        "cpu_s": float(at["cpu_s"]),
+        "hold_s": round(end - start, 1),
+        "skipped": None,
+    }
+    row["behaviour"] = ", ".join(_behaviour(row))
+    return row
+
+
+def _behaviour(r: dict[str, Any]) -> list[str]:
+    seen = []
+    if r["relisten_backlogs"]:
+        seen.append("relisten")
+    if (r["queue_depth_max"] or 0) >= 2:
+        seen.append("queues")
+    if r["closed_by_server"]:
+        seen.append("refuses")
+    if r["connect_failed"]:
+        seen.append("drops")
+    if r["hold_s"] and r["cpu_s"] >= SPIN_CPU_SHARE * r["hold_s"]:
+        seen.append("spins")
+    if not seen and r["kept_open"] == r["conns"]:
+        seen.append("keeps")
+    return seen

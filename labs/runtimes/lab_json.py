@@ -3,7 +3,8 @@
 USAGE: lab_json.py RUNTIMES_TSV KEY=VALUE...
 
 RUNTIMES_TSV is the lab's own account of each server it tried (name, port, pid, status,
-version, executable; written by lab_run, absent before it ran). KEY=VALUE: variant,
+version, executable; written by lab_run, absent before it ran); beside it, the limits
+variant's <name>/at_limit.json for each server held past its limit. KEY=VALUE: variant,
 summary, srv_ns, srv_inode, somaxconn. Prints one JSON object.
 """
 
@@ -30,9 +31,17 @@ def runtimes(tsv: Path) -> list[dict[str, Any]]:
             "status": r["status"],
             "version": r["version"] or None,
             "exe": r["exe"] or None,
+            **at_limit(tsv.parent / r["name"] / "at_limit.json"),
         }
         for r in rows
     ]
+
+
+def at_limit(path: Path) -> dict[str, Any]:
+    """{"at_limit": ...} from the limits variant's file for one server; {} without one."""
+    if not path.is_file():
+        return {}
+    return {"at_limit": json.loads(path.read_text())}
 
 
 def main(argv: list[str]) -> int:
