@@ -1,8 +1,9 @@
 """One leg of the VM matrix in make test: Debian 12's own kernel (6.1: no sock:sk_data_ready,
 no err field in tcp_retransmit_skb, kprobes allowed) with its bpftrace 0.17, booted under qemu
 from a debootstrap image (dev/vm/vm-image, cached in build/vm/). Inside it, dev/vm/matrix's
-guest suite runs doctor, starts every probe file alone, and runs one real scenario per family;
-the analysis runs here. The full matrix (Debian 13 and this host too) is `make matrix`."""
+guest suite runs doctor, starts every probe file alone, and runs the accept queue's lab (its
+capture holds the retransmits tier too); the analysis runs here. The full matrix (Debian 13
+and this host too, every family's scenario) is `make matrix`."""
 
 from __future__ import annotations
 
@@ -27,7 +28,12 @@ EXPECTED_TIERS = {
 }
 
 
-SCENARIO_FAMILIES = ("accept_queue", "retransmits")
+# One scenario, the accept queue's: on 6.1 its tier is different code (kprobe, no
+# sk_data_ready), and its lab captures the retransmits tier beside it, whose SYN-ACK
+# retransmits give a confirmed storm from the file without `err` (checked below).
+# The retransmit lab of its own added 195 s to the leg, CI's critical path (2026-11-25);
+# `make matrix` runs every family's scenario.
+SCENARIO_FAMILIES = ("accept_queue",)
 
 
 def test_debian12_vm_leg(kernel) -> None:
@@ -39,9 +45,8 @@ def test_debian12_vm_leg(kernel) -> None:
         pytest.skip(msg)
     out = ROOT / "build" / "matrix" / "test-debian12"
     shutil.rmtree(out, ignore_errors=True)
-    # Scenarios for the two families whose tier differs from this host's (kprobe, no
-    # `err`); time_wait.bt and epoll.bt are the host's own files, run by the labs here,
-    # and are still started alone in the guest (tiers.tsv): CI time.
+    # time_wait.bt and epoll.bt are the host's own files, run by the labs here, and
+    # are still started alone in the guest (tiers.tsv), as every probe file is.
     r = subprocess.run(
         [
             str(ROOT / "dev" / "vm" / "matrix"),
@@ -71,3 +76,13 @@ def test_debian12_vm_leg(kernel) -> None:
         assert row["predicted"] == "yes", (fam, row)
         assert row["copied_alone_attached"] == "true", (fam, row)
     assert report["problems"] == []
+    # The retransmits tier without `err`, on 6.1, in the accept queue's run: attached,
+    # its rows parsed, and the client's SYN retransmits blamed on the full queue.
+    run = out / "bookworm" / "runs" / "accept_queue"
+    rt = json.loads((run / "metadata.json").read_text())["probes"]["retransmits"]
+    assert (rt["file"], rt["status"]) == ("probes/" + EXPECTED_TIERS["retransmits"], "ok") and rt["rows"] > 0, rt
+    # The clients' SYN retransmits and the server's SYN-ACK retransmits: both the full queue's.
+    storms = [f for f in json.loads((run / "verdicts.json").read_text())["findings"] if f["kind"] == "retransmit_storm"]
+    causes = {(f["status"], f["cause_class"]) for f in storms}
+    assert ("confirmed", "remote_accept_queue_full") in causes, storms
+    assert causes <= {("confirmed", "remote_accept_queue_full"), ("confirmed", "local_accept_queue_full")}, storms
