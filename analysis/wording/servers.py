@@ -2,9 +2,10 @@
 recognised (analysis/derived/servers.py); the generic listen()/sysctl advice otherwise.
 
 "backlog": what sets the listen() backlog; "capacity": more event loops or workers;
-"conn_limit": a connection limit at which the server stops accepting. Knob names as each
-server documents them; defaults are stated only where this project measured them (Java's 50
-in tests/integration/test_real_servers.py, memcached's -h)."""
+"conn_limit": a connection limit past which the server stops accepting (the runtimes lab's
+limits variant, docs/runtimes.md). Knob names as each server documents them; defaults and
+behaviours are stated only where this project measured them (Java's 50 in
+tests/integration/test_real_servers.py, memcached's -h, the runtimes lab)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,20 @@ KNOBS: dict[str, dict[str, str]] = {
     "memcached": {
         "backlog": "`-b` / `--listen-backlog` (its default: 1024)",
         "capacity": "`-t` (worker threads)",
-        "conn_limit": "`-c` / `--conn-limit` (at it memcached stops accepting; with no_maxconns_fast it sets the "
-        "backlog to 0)",
+        "conn_limit": "`-c` / `--conn-limit` (past it memcached answers `ERROR Too many open connections` and "
+        "closes; with `-o no_maxconns_fast`, or when accept() runs out of descriptors first, it calls listen(fd, 0) "
+        "and stops accepting: docs/runtimes.md)",
     },
-    "haproxy": {"backlog": "`backlog` on the frontend or bind line", "capacity": "`nbthread`"},
-    "apache": {"backlog": "`ListenBacklog`", "capacity": "`MaxRequestWorkers` / `ThreadsPerChild`"},
+    "haproxy": {
+        "backlog": "`backlog` on the frontend or bind line",
+        "capacity": "`nbthread`",
+        "conn_limit": "`maxconn` (past it HAProxy stops accepting: docs/runtimes.md)",
+    },
+    "apache": {
+        "backlog": "`ListenBacklog`",
+        "capacity": "`MaxRequestWorkers` / `ThreadsPerChild`",
+        "conn_limit": "`MaxRequestWorkers` (past it Apache stops accepting: docs/runtimes.md)",
+    },
     "postgresql": {
         "backlog": "`max_connections` (PostgreSQL has no backlog setting: it asks listen() for twice its number "
         "of backends, docs/runtimes.md)",
