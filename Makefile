@@ -110,7 +110,7 @@ matrix: setup ## VM test matrix: Debian 12 (6.1, bpftrace 0.17), Debian 13 (6.12
 
 lint: setup ## shellcheck + ruff (the same files as tests/test_lint.py)
 	@shellcheck $$(grep -lsE "^#!.*bash" collector/* scripts/* dev/* dev/vm/*) collector/lib.sh labs/*/lab.sh .ci/run
-	@.venv/bin/ruff check analysis monitor tests dev labs scripts/sysctl-profile
+	@.venv/bin/ruff check analysis monitor training tests dev labs scripts/sysctl-profile
 
 schema-doc: setup ## regenerate docs/data-contract.md from analysis/contract/
 	@$(PY) -m analysis schema-doc > docs/data-contract.md

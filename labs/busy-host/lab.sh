@@ -49,8 +49,12 @@ LAB_VARIANTS=(listener flow loop ports healthy)
 # The lab is about telling objects of every family apart: all four probes.
 LAB_PROBES=accept_queue,retransmits,time_wait,epoll
 LAB_BINARIES=(aqserver connload loopserver)
-HEAVY_PORT=8080 SMALL_PORT=8081 IDLE_PORT=8082 EXHAUST_PORT=8083 LIGHT_PORT=8084
-CLEAN_PORT=5201 LOSSY_PORT=5202 CLEAN_CPORT=5311 LOSSY_CPORT=5312
+# Ports may be set from the environment (training/incidents.py draws them, so that the faulty
+# object is not always the same port); the defaults are the ones this header names.
+HEAVY_PORT=${HEAVY_PORT:-8080} SMALL_PORT=${SMALL_PORT:-8081} IDLE_PORT=${IDLE_PORT:-8082}
+EXHAUST_PORT=${EXHAUST_PORT:-8083} LIGHT_PORT=${LIGHT_PORT:-8084}
+CLEAN_PORT=${CLEAN_PORT:-5201} LOSSY_PORT=${LOSSY_PORT:-5202} CLEAN_CPORT=${CLEAN_CPORT:-5311}
+LOSSY_CPORT=${LOSSY_CPORT:-5312}
 LOOP_PORT=9000 LOOPS=4 LOOP_THINK_MS=20
 
 lab_describe() {

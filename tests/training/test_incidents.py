@@ -1,0 +1,52 @@
+"""training/incidents.py: a seed draws the same incident every time, every family and a
+healthy host come up, the faulty object moves from seed to seed, and the answer key names
+an object the lab runs, never one of its healthy neighbours."""
+
+from __future__ import annotations
+
+from training.incidents import FAULTS, FAULTY_ROLE, PARAMETERS, distribution, draw, lab_objects
+
+
+def test_a_seed_is_replayed_exactly() -> None:
+    assert draw(42) == draw(42)
+    assert draw(42) != draw(43)
+
+
+def test_a_hundred_seeds_draw_every_family_and_a_healthy_host() -> None:
+    counts = distribution(range(100))
+    assert sum(counts.values()) == 100
+    assert set(counts) == {"accept_queue", "retransmits", "epoll", "time_wait", "none"}
+    # Weights 2:2:2:2:1: each fault about 22 of 100, a healthy host about 11.
+    assert all(12 <= counts[f] <= 34 for f in ("accept_queue", "retransmits", "epoll", "time_wait")), counts
+    assert 4 <= counts["none"] <= 20, counts
+
+
+def test_the_faulty_object_is_the_variants_and_not_a_neighbour() -> None:
+    for seed in range(200):
+        inc = draw(seed)
+        objects = lab_objects(inc.lab_env)
+        assert inc.variant == FAULTS[inc.family]["variant"]
+        assert len(set(objects.values())) == len(objects), objects  # distinct ports
+        if inc.family is None:
+            assert inc.key == {"family": "none", "object": None, "cause": "none"}
+            assert sorted(inc.neighbours) == sorted(objects.values())
+            continue
+        assert inc.key["object"] == objects[FAULTY_ROLE[inc.family]]
+        assert inc.key["object"] not in inc.neighbours
+        assert set(inc.neighbours) | {inc.key["object"]} == set(objects.values())
+        for name, choices in PARAMETERS[inc.family].items():
+            assert inc.lab_env[name] in {str(c) for c in choices}
+
+
+def test_the_faulty_listener_is_not_always_the_same_port() -> None:
+    listeners = {draw(s).key["object"] for s in range(100) if draw(s).family == "accept_queue"}
+    assert len(listeners) >= 10, listeners
+
+
+def test_the_page_gives_nothing_away() -> None:
+    for seed in range(100):
+        inc = draw(seed)
+        page = inc.page.lower()
+        assert inc.key["object"] is None or inc.key["object"] not in page
+        for word in ("backlog", "accept queue", "time_wait", "epoll", "retransmit", "loss", inc.variant):
+            assert word not in page, (seed, word, page)
