@@ -43,16 +43,31 @@ def family(laddr: str, dual_stack: Any) -> str:
 def table(run: RunLike) -> pd.DataFrame:
     """One row per listener of each server the lab tried; one row saying why for a server
     that has none (not installed, did not listen)."""
+    lab = _runtimes_lab(run)
+    listeners, listens = _in_server_netns(run, lab, "listeners"), _listen_calls(run, lab)
+    rows = [row for rt in lab.get("runtimes", []) for row in _rows(run, rt, listeners, listens, lab)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _runtimes_lab(run: RunLike, variant: str | None = None) -> dict[str, Any]:
+    """The run's lab block, refused unless it is the runtimes lab (and VARIANT, when given)."""
     lab = run.lab or {}
     if lab.get("lab") != "runtimes":
         raise RunDataError(f"not a runtimes lab run (metadata.json lab: {lab.get('lab')!r})")
-    inode = int(lab["server"]["netns_inode"])
-    listeners = run.table("listeners")
-    listeners = listeners[listeners["netns"] == inode]
-    listens = run.table("aq_listen")
-    listens = listens[(listens["netns"] == inode) & (listens["ret"] == 0)]
-    rows = [row for rt in lab.get("runtimes", []) for row in _rows(run, rt, listeners, listens, lab)]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    if variant is not None and lab.get("variant") != variant:
+        raise RunDataError(f"not a runtimes {variant} run (metadata.json lab variant: {lab.get('variant')!r})")
+    return lab
+
+
+def _in_server_netns(run: RunLike, lab: dict[str, Any], name: str) -> pd.DataFrame:
+    rows = run.table(name)
+    return rows[rows["netns"] == int(lab["server"]["netns_inode"])]
+
+
+def _listen_calls(run: RunLike, lab: dict[str, Any]) -> pd.DataFrame:
+    """The listen() calls the probe saw succeed in the server namespace."""
+    calls = _in_server_netns(run, lab, "aq_listen")
+    return calls[calls["ret"] == 0]
 
 
 def _rows(run: RunLike, rt: dict[str, Any], listeners: pd.DataFrame, listens: pd.DataFrame, lab: dict) -> list[dict]:
@@ -125,14 +140,8 @@ def at_limit_table(run: RunLike) -> pd.DataFrame:
     called again with another backlog. `behaviour` lists what was seen, in order:
     relisten, queues, refuses (accepts and closes), drops (connects failed), spins,
     keeps (every connection accepted and held)."""
-    lab = run.lab or {}
-    if lab.get("lab") != "runtimes" or lab.get("variant") != "limits":
-        raise RunDataError(f"not a runtimes limits run (metadata.json lab: {lab.get('lab')!r} {lab.get('variant')!r})")
-    inode = int(lab["server"]["netns_inode"])
-    queues = run.table("aq_listener")
-    queues = queues[queues["netns"] == inode]
-    listens = run.table("aq_listen")
-    listens = listens[(listens["netns"] == inode) & (listens["ret"] == 0)]
+    lab = _runtimes_lab(run, "limits")
+    queues, listens = _in_server_netns(run, lab, "aq_listener"), _listen_calls(run, lab)
     rows = [_at_limit_row(rt, queues, listens) for rt in lab.get("runtimes", []) if rt.get("at_limit")]
     return pd.DataFrame(rows, columns=AT_LIMIT_COLUMNS)
 
