@@ -20,6 +20,10 @@ KIND      ?= accept-queue
 RATES     ?=
 BACKLOGS  ?=
 SECONDS   ?=
+SEED      ?=
+MINUTES   ?=
+ANSWER    ?=
+LOG       ?=
 PORT      ?= 8888
 PAIRS     ?=
 CASES     ?=
@@ -31,7 +35,7 @@ TOP       ?=
 INVENTORY ?=
 SCOPE     ?= all
 
-.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor soak-capture runtimes-doc report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor soak-capture runtimes-doc train train-hint train-answer train-status train-stop train-report report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -78,6 +82,24 @@ runtimes-doc: setup ## each runtime's listen() backlog with its defaults, and wh
 	@TQ_NO_LATEST=1 scripts/lab runtimes defaults --no-report --out tests/fixtures/runtimes-defaults >/dev/null
 	@TQ_NO_LATEST=1 scripts/lab runtimes limits --no-report --out tests/fixtures/runtimes-limits >/dev/null
 	@$(PY) -m analysis runtimes tests/fixtures/runtimes-defaults --limits tests/fixtures/runtimes-limits --out docs/runtimes.md
+
+train: setup ## SRE training: a hidden incident on the busy-host lab, the page only: make train [SEED=N] [MINUTES=10] (docs/training.md)
+	@scripts/train start $(if $(SEED),--seed $(SEED)) $(if $(MINUTES),--minutes $(MINUTES))
+
+train-hint: ## the next hint for the running incident (5 points each, three levels)
+	@scripts/train hint
+
+train-answer: ## grade ANSWER=file.json against the injected fault, then the incident's evidence chain
+	@scripts/train answer $(ANSWER)
+
+train-status: ## is an incident running, since when, hints used
+	@scripts/train status
+
+train-stop: ## end the incident without an answer
+	@scripts/train stop
+
+train-report: setup ## a group's results per family from the session log, with a plot
+	@scripts/train report $(LOG)
 
 report: setup ## (re)write verdicts.json, report.md and plots for RUN (default runs/latest)
 	@$(PY) -m analysis report $(RUN)

@@ -163,3 +163,29 @@ def _time_points(minutes: float) -> int:
     if minutes >= 2 * TIME_FULL_MIN:
         return 0
     return round(RUBRIC["time"] * (2 * TIME_FULL_MIN - minutes) / TIME_FULL_MIN)
+
+
+# Which family each finding kind of the analysis belongs to (analysis/families.py's kinds).
+FAMILY_OF_KIND = {
+    "accept_queue_overflow": "accept_queue",
+    "retransmit_storm": "retransmits",
+    "event_loop_saturation": "epoll",
+    "time_wait_exhaustion": "time_wait",
+}
+
+
+def object_of_finding(finding: dict[str, Any]) -> str | None:
+    """The object a finding of verdicts.json names, spelled as an answer names it (None when
+    its subject does not say enough): a listener or endpoint address:port, a flow
+    caddr:cport->saddr:sport, a loop thread by name."""
+    s = finding.get("subject") or {}
+    kind = finding.get("kind")
+    if kind == "accept_queue_overflow":
+        return normalise(f"{s.get('laddr')}:{s.get('lport')}")
+    if kind == "retransmit_storm" and s.get("lport") and s.get("rport"):
+        return normalise(f"{s.get('laddr')}:{s.get('lport')}->{s.get('raddr')}:{s.get('rport')}")
+    if kind == "time_wait_exhaustion":
+        return normalise(f"{s.get('raddr')}:{s.get('service_port')}")
+    if kind == "event_loop_saturation":
+        return normalise(s.get("comm"))
+    return None
