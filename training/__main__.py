@@ -114,7 +114,7 @@ def _report(args: argparse.Namespace) -> int:
     table = session.summary(sessions)
     print(f"{len(sessions)} answers by {sessions['trainee'].nunique()} trainees; mean score "
           f"{sessions['total'].mean():.1f} of 100; the most missed family first:\n")  # fmt: skip
-    rows = ([fam, *map(str, row)] for fam, row in zip(table.index, table.values, strict=True))
+    rows = ([str(v) for v in row] for row in table.itertuples())
     print("\n".join(md.table(["family", *table.columns], rows)))
     if args.plot:
         print(f"\nplot: {session.plot(table, args.plot)}")

@@ -37,8 +37,10 @@ def _finding(d: dict[str, Any]) -> Finding:
 
 def debrief(incident: Incident, run: Path) -> str:
     key = incident.key
+    # The load's length is the runner's (scripts/train --minutes), not the drawn one.
+    env = {k: v for k, v in incident.lab_env.items() if k != "LOAD_SECONDS"}
     lines = [f"Injected: {key['family']} on {key['object'] or 'nothing'} (cause {key['cause']}); "
-             f"lab busy-host {incident.variant}, {json.dumps(incident.lab_env)}", ""]  # fmt: skip
+             f"lab busy-host {incident.variant}, {json.dumps(env)}", ""]  # fmt: skip
     found = [f for f in findings_of(run) if f.get("status") in ("confirmed", "suspected")]
     if incident.family is None:
         if found:

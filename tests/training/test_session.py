@@ -3,10 +3,13 @@ named by file and line, a group's summary (the most missed family first) and its
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from training import session
 from training.grade import grade
 from training.incidents import draw
@@ -33,6 +36,12 @@ def test_a_log_read_back_and_summarised(tmp_path: Path) -> None:
     assert table["object_missed"].sum() == 6
     assert list(table["mean_score"]) == sorted(table["mean_score"])  # the most missed first
     png = session.plot(table, tmp_path / "plot.png")
+    # Counts print as counts: the CLI's table has no "2.0 incidents".
+    out = subprocess.run([sys.executable, "-m", "training", "report", str(tmp_path / "sessions.jsonl")],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout  # fmt: skip
+    assert "12 answers by 3 trainees" in out, out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows and all(r[1].isdigit() and r[3].isdigit() for r in rows), out  # incidents, objects missed
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
