@@ -343,6 +343,13 @@ probe_recursion_misses() {
 
 venv_python() { printf '%s/.venv/bin/python' "$PACK_ROOT"; }
 
+# A short Python helper (a JSON writer, a summary) run to its end even when a
+# Ctrl-C reaches the process group: it starts with SIGINT ignored, so Python
+# installs no KeyboardInterrupt handler and prints no traceback half-way
+# through its imports; the caller's own INT trap runs once it returns.
+#   py_helper SCRIPT.py ARGS...
+py_helper() { (trap '' INT && exec "$(venv_python)" "$@"); }
+
 # Two namespaces joined by a veth pair: "<a> <a_ip>/24" <-> "<b> <b_ip>/24".
 # Addresses come from 198.18.0.0/15, the range RFC 2544 sets aside for
 # benchmarking, and live only inside the namespaces this creates; the host

@@ -308,7 +308,7 @@ lab_json() {
 	local name pids=()
 	# Every server process the lab started (iperf3 and aqserver by name, loops).
 	for name in "${!SERVER_PIDS[@]}"; do pids+=("pid:$name=${SERVER_PIDS[$name]}"); done
-	"$(venv_python)" "$PACK_ROOT/labs/busy-host/lab_json.py" "$work" "$run/lab" \
+	py_helper "$PACK_ROOT/labs/busy-host/lab_json.py" "$work" "$run/lab" \
 		variant="$variant" summary="$LAB_SUMMARY" fault="$FAULT" \
 		srv_ns="$SRV_NS" srv_inode="$(netns_inode "$SRV_NS")" srv_ip="$SRV_IP" \
 		cli_ns="$CLI_NS" cli_inode="$(netns_inode "$CLI_NS")" cli_ip="$CLI_IP" port_range="$PORT_RANGE" \

@@ -100,7 +100,7 @@ lab_run() {
 lab_json() {
 	local iperf=null
 	if [[ -s $work/iperf3.json ]]; then
-		iperf=$("$(venv_python)" "$PACK_ROOT/labs/retransmit/iperf3_summary.py" "$work/iperf3.json" 2>/dev/null || echo null)
+		iperf=$(py_helper "$PACK_ROOT/labs/retransmit/iperf3_summary.py" "$work/iperf3.json" 2>/dev/null || echo null)
 	fi
 	printf '{"lab": "retransmit", "variant": %s, "summary": %s, "loss_pct": %d, "syn_loss_pct": %d,\n' \
 		"$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")" "$LOSS_PCT" "$SYN_LOSS_PCT"

@@ -281,7 +281,7 @@ lab_run() {
 }
 
 lab_json() {
-	"$(venv_python)" "$PACK_ROOT/labs/runtimes/lab_json.py" "$work/runtimes.tsv" \
+	py_helper "$PACK_ROOT/labs/runtimes/lab_json.py" "$work/runtimes.tsv" \
 		variant="$variant" summary="$LAB_SUMMARY" srv_ns="$SRV_NS" srv_inode="$(netns_inode "$SRV_NS")" \
 		somaxconn="$(ip netns exec "$SRV_NS" cat /proc/sys/net/core/somaxconn)"
 }

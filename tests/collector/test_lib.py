@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,28 @@ def test_every_latest_link_goes_through_point_latest() -> None:
         text = (ROOT / path).read_text()
         assert not re.search(r"ln -s\w* .*runs/latest", text), f"{path} links runs/latest* itself"
     assert re.search(r"^export TQ_NO_LATEST=1$", (ROOT / "dev" / "test-suite").read_text(), re.M)
+
+
+def test_a_ctrl_c_lets_a_python_helper_finish_without_a_traceback(tmp_path: Path) -> None:
+    """A lab's SIGINT reached a JSON helper half-way through `import json` and its
+    KeyboardInterrupt traceback ended up in the lab's output (stop 25's CI). py_helper
+    starts it with SIGINT ignored: it runs to its end, then the caller's trap runs."""
+    lib = _lib_in(tmp_path)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(shutil.which("python3") or "/usr/bin/python3")
+    helper = tmp_path / "helper.py"
+    helper.write_text("import sys, time\ntime.sleep(1.0)\nprint('helper done', flush=True)\n")
+    script = (
+        f'source "{lib}"; trap \'echo caller trapped; exit 130\' INT; '
+        f'py_helper "{helper}"; echo caller went on'
+    )
+    proc = subprocess.Popen(
+        ["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )
+    time.sleep(0.5)
+    os.killpg(proc.pid, 2)
+    out, _ = proc.communicate(timeout=10)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert out.splitlines() == ["helper done", "caller trapped"], out
+    assert proc.returncode == 130
