@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, sigint_default
 
 
 def _lib_in(tmp_path: Path) -> Path:
@@ -57,13 +57,14 @@ def test_a_ctrl_c_lets_a_python_helper_finish_without_a_traceback(tmp_path: Path
     (tmp_path / ".venv" / "bin" / "python").symlink_to(shutil.which("python3") or "/usr/bin/python3")
     helper = tmp_path / "helper.py"
     helper.write_text("import sys, time\ntime.sleep(1.0)\nprint('helper done', flush=True)\n")
-    script = (
-        f'source "{lib}"; trap \'echo caller trapped; exit 130\' INT; '
-        f'py_helper "{helper}"; echo caller went on'
-    )
+    script = f'source "{lib}"; trap \'echo caller trapped; exit 130\' INT; py_helper "{helper}"; echo caller went on'
     proc = subprocess.Popen(
-        ["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        ["bash", "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
+        preexec_fn=sigint_default,
     )
     time.sleep(0.5)
     os.killpg(proc.pid, 2)
