@@ -2,7 +2,8 @@
 
 Each variant runs every object (three listeners, two flows, four event-loop threads, two
 client endpoints; labs/busy-host/lab.sh) with exactly one of them faulty, and `healthy` with
-none. The verdicts must name that object — listener address:port, flow, endpoint, thread — and
+none; each is a training incident's run, with the parameters and ports its seed drew (shared
+with test_training.py). The verdicts must name that object — listener address:port, flow, endpoint, thread — and
 nothing else may have a finding or a suspicion. The per-object numbers the verdicts rest on are
 checked against the kernel's own per-object accounts, which the lab records in its metadata
 block: the flow's tcp_info total_retrans (iperf3's count and `ss -ti`), the client's own
@@ -24,6 +25,7 @@ import pytest
 from analysis.derived import counters
 from analysis.load import Run
 from tests.conftest import ROOT
+from tests.integration.incidents import VARIANT_OF_FAMILY
 from tests.integration.test_family_labs import run_lab
 
 pytestmark = pytest.mark.integration
@@ -34,15 +36,14 @@ EADDRNOTAVAIL = 99
 
 
 @pytest.fixture(scope="module")
-def busy_host(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
-    """Each variant runs once for all the tests of this module (CI time)."""
-    base = tmp_path_factory.mktemp("busy-host")
-    runs: dict[str, Run] = {}
+def busy_host(incident) -> Callable[[str], Run]:
+    """Each variant's run is the trainer's capture of that family's training incident
+    (tests/integration/incidents.py: a busy-host lab run of 18 s of load), run once per
+    session and graded by test_training.py too."""
+    family_of_variant = {variant: family for family, variant in VARIANT_OF_FAMILY.items()}
 
     def get(variant: str) -> Run:
-        if variant not in runs:
-            runs[variant] = run_lab("busy-host", variant, base / variant)
-        return runs[variant]
+        return incident(family_of_variant[variant]).run()
 
     return get
 

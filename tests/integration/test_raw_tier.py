@@ -2,9 +2,10 @@
 (dev/bpftrace-chroot; bpftrace >= 0.18 has raw tracepoints, Debian 12's 0.17 does not).
 
 collector/doctor must find the tier with 0.23 and not with 0.17. Then both tiers side
-by side on one lab run: the accept-overflow lab's sizing variant captured as usual
-(accept_queue.bt: tracepoints and accept()/listen() hooks, bpftrace 0.17) while
-accept_queue.raw.bt (one raw tracepoint, no syscall hook, 0.23) runs beside it. Per
+by side on one lab run: the accept-overflow lab's sizing variant captured on the raw tier
+(accept_queue.raw.bt: one raw tracepoint, no syscall hook, bpftrace 0.23) while the
+reference file (accept_queue.bt: tracepoints and accept()/listen() hooks, 0.17) runs
+beside it. Per
 listener their counts must agree: queued connections, full events, the limit, the
 deepest queue, and accepts (counted at accept() by one, derived from the depth by the
 other) against the server's own count."""
@@ -25,7 +26,7 @@ import pytest
 from analysis.load import Run
 from tests.conftest import ROOT, _kernel_problem, sigint_default
 from tests.integration.children import wait_for
-from tests.integration.test_family_labs import run_lab
+from tests.integration.test_family_labs import findings, run_lab
 
 pytestmark = pytest.mark.integration
 CHROOT = ROOT / "dev" / "bpftrace-chroot"
@@ -63,32 +64,50 @@ def test_doctor_finds_the_raw_tier_with_023_only(bpftrace_023: str, tmp_path: Pa
 
 
 def _side_by_side(bpftrace: str, tmp: Path, family: str, lab: str, variant: str) -> tuple[Run, Path]:
-    """The lab captured as usual with the family's reference file and bpftrace 0.17, its
-    raw-tier file run beside it by 0.23: the run, and the raw file's CSV folder."""
-    raw = tmp / "raw.out"
-    with raw.open("wb") as out:
-        probe = subprocess.Popen([bpftrace, str(ROOT / "probes" / f"{family}.raw.bt")], stdout=out,
+    """The lab captured on the raw tier (collector/capture with BPFTRACE=0.23 picks the
+    family's raw file by itself), its reference file run beside it by bpftrace 0.17: the run,
+    and the reference file's CSV folder."""
+    ref = tmp / "ref.out"
+    with ref.open("wb") as out:
+        probe = subprocess.Popen(["bpftrace", str(ROOT / "probes" / f"{family}.bt")], stdout=out,
                                  stderr=subprocess.DEVNULL, preexec_fn=sigint_default)  # fmt: skip
     try:
-        wait_for("the raw probe's header", lambda: b"\n#" in raw.read_bytes(), 60, 0.2)
-        run = run_lab(lab, variant, tmp / "run", CAPTURE_PROBES=family)
+        wait_for("the reference probe's header", lambda: b"\n#" in ref.read_bytes(), 60, 0.2)
+        run = run_lab(lab, variant, tmp / "run", CAPTURE_PROBES=family, BPFTRACE=bpftrace)
     finally:
         probe.send_signal(signal.SIGINT)
         probe.wait(timeout=30)
-    subprocess.run([str(ROOT / "collector" / "probe-to-csv"), str(raw), str(tmp / "csv")], check=True,
+    subprocess.run([str(ROOT / "collector" / "probe-to-csv"), str(ref), str(tmp / "csv")], check=True,
                    capture_output=True)  # fmt: skip
-    assert run.metadata["probes"][family]["file"] == f"probes/{family}.bt"
     return run, tmp / "csv"
 
 
-def test_accept_queue_both_tiers_count_the_same_on_one_run(bpftrace_023: str, tmp_path: Path) -> None:
-    run, csv = _side_by_side(bpftrace_023, tmp_path, "accept_queue", "accept-overflow", "sizing")
+# One side-by-side run per family for the module: it is both the tiers' comparison and
+# the raw tier's own lab run (CI time: each was a lab run of its own, 36 s in all).
+LAB_OF_FAMILY = {"accept_queue": ("accept-overflow", "sizing"), "time_wait": ("time-wait", "exhaust")}
+
+
+@pytest.fixture(scope="module")
+def side_by_side(bpftrace_023: str, tmp_path_factory: pytest.TempPathFactory):
+    done: dict[str, tuple[Run, Path]] = {}
+
+    def get(family: str) -> tuple[Run, Path]:
+        if family not in done:
+            done[family] = _side_by_side(bpftrace_023, tmp_path_factory.mktemp(family), family,
+                                         *LAB_OF_FAMILY[family])  # fmt: skip
+        return done[family]
+
+    return get
+
+
+def test_accept_queue_both_tiers_count_the_same_on_one_run(side_by_side) -> None:
+    run, csv = side_by_side("accept_queue")
     srv = run.lab["server"]
 
     def lab_listener(rows: pd.DataFrame) -> pd.DataFrame:
         return rows[(rows["netns"] == int(srv["netns_inode"])) & (rows["lport"] == int(srv["port"]))]
 
-    ref, raw = lab_listener(run.table("aq_listener")), lab_listener(pd.read_csv(csv / "aq_listener.csv"))
+    ref, raw = lab_listener(pd.read_csv(csv / "aq_listener.csv")), lab_listener(run.table("aq_listener"))
     assert not ref.empty and not raw.empty
     # Plain-map increments can each lose one when two CPUs queue at once (probe headers).
     misses = run.metadata["probes"]["accept_queue"]["recursion_misses"] or 0
@@ -155,13 +174,13 @@ def test_accept_queue_raw_counts_the_accepts_of_a_listener_that_closed(bpftrace_
     assert set(mine["limit"]) == {14}, mine  # the backlog, from the first event: no tick saw it open
 
 
-def test_time_wait_both_tiers_count_the_same_on_one_run(bpftrace_023: str, tmp_path: Path) -> None:
+def test_time_wait_both_tiers_count_the_same_on_one_run(side_by_side) -> None:
     """Closes and failed connects are per-CPU count() maps: exact in both tiers, so equal.
     (Lifetimes are a random 1-in-16 sample in each: not compared.)"""
-    run, csv = _side_by_side(bpftrace_023, tmp_path, "time_wait", "time-wait", "exhaust")
+    run, csv = side_by_side("time_wait")
     cli = int(run.lab["client"]["netns_inode"])
     for table, cols in (("tw_close", ["active_closes", "passive_closes"]), ("tw_connect", ["failures"])):
-        ref, raw = run.table(table), pd.read_csv(csv / f"{table}.csv")
+        ref, raw = pd.read_csv(csv / f"{table}.csv"), run.table(table)
         keys = [c for c in ref.columns if c not in (*cols, "time_s", "pid", "comm") and not c.startswith("life_")]
         want = ref[ref["netns"] == cli].groupby(keys)[cols].sum()
         got = raw[raw["netns"] == cli].groupby(keys)[cols].sum()
@@ -202,20 +221,14 @@ def test_every_probe_file_runnable_with_023_attaches_and_prints(bpftrace_023: st
 
 
 @pytest.mark.parametrize(
-    ("family", "lab", "variant", "kind"),
-    [
-        ("accept_queue", "accept-overflow", "sizing", "accept_queue_overflow"),
-        ("time_wait", "time-wait", "exhaust", "time_wait_exhaustion"),
-    ],
+    ("family", "kind"), [("accept_queue", "accept_queue_overflow"), ("time_wait", "time_wait_exhaustion")]
 )
-def test_a_lab_captured_on_the_raw_tier_finds_its_fault(
-    bpftrace_023: str, tmp_path: Path, family: str, lab: str, variant: str, kind: str
-) -> None:
+def test_a_lab_captured_on_the_raw_tier_finds_its_fault(side_by_side, family: str, kind: str) -> None:
     """collector/capture with BPFTRACE=0.23 picks the raw file by itself, and the lab's
     finding comes out of it as from the reference file."""
-    run = run_lab(lab, variant, tmp_path / "run", CAPTURE_PROBES=family, BPFTRACE=bpftrace_023)
+    run, _ = side_by_side(family)
     probe = run.metadata["probes"][family]
     assert (probe["file"], probe["tier"], probe["status"]) == (f"probes/{family}.raw.bt", "rawtracepoint", "ok")
     assert run.metadata["bpftrace_version"].startswith("v0.2")
-    findings = [f for f in json.loads((run.path / "verdicts.json").read_text())["findings"] if f["kind"] == kind]
-    assert findings and findings[0]["status"] == "confirmed", findings
+    found = findings(run, kind)
+    assert found and found[0]["status"] == "confirmed", found

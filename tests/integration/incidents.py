@@ -1,0 +1,117 @@
+"""One training incident per family, and one on a healthy host, each run once per test session
+through scripts/train by a scripted trainee who follows docs/training.md's procedure: its own
+capture of the incident's namespaces while it runs, the report, the first confirmed finding
+that is not another's consequence, named in the answer's words.
+
+Two modules read the same five runs (the `incident` fixture, tests/integration/conftest.py):
+test_training.py grades the trainee; test_busy_host_lab.py holds the trainer's own capture, a
+busy-host lab run with that one fault, to the kernel's per-object accounts. Each ran its own
+five labs before (phase 2 of CI: 144 s of busy-host runs beside 220 s of incidents)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.load import Run
+from tests.conftest import ROOT, leftovers
+from training.grade import FAMILY_OF_KIND, object_of_finding
+from training.incidents import FAULTS, draw
+
+# The trainee's fix for each cause class the report names (docs/training.md's closed list).
+FIX_FOR = {"sizing": "raise_backlog", "capacity": "more_workers", "stall": "fix_accept_loop",
+           "data_loss": "find_lossy_hop", "syn_loss": "find_lossy_hop", "loop_saturated": "more_loops",
+           "short_connections_client_closes": "reuse_connections"}  # fmt: skip
+# SYN retransmits toward an overflowing listener are that overflow's consequence, not a cause.
+CONSEQUENCES = {"remote_accept_queue_full", "local_accept_queue_full"}
+# The incident's load, and the trainee's capture inside it: `train start` returns when the
+# servers are up and the load begins; the capture needs a few seconds to attach, and the
+# event-loop rule at least 3 busy intervals (a 9 s capture in a 12 s load saw 3 of loop0's).
+LOAD_SECONDS = 18
+CAPTURE_SECONDS = 11
+# The busy-host variant of each family's fault (None: the healthy host).
+VARIANT_OF_FAMILY = {family: fault["variant"] for family, fault in FAULTS.items()}
+
+
+@dataclass
+class Incident:
+    """What one scripted session saw, kept for the tests to assert on."""
+
+    seed: int
+    family: str | None
+    page: str  # train start's stdout
+    second_start_error: str  # a second start's stderr while the first ran
+    namespaces: list[str]  # the incident's namespaces while it ran
+    answer: dict[str, Any]
+    debrief: str  # train answer's stdout: the grade (JSON), then the debrief
+    log: list[dict[str, Any]]  # the session log's lines
+    report: str  # train report's stdout
+    report_plot: Path
+    trainer_run: Path  # the incident's own capture: a busy-host lab run
+    left_after: list[str] = field(default_factory=list)  # namespaces and leftovers once answered
+
+    @property
+    def graded(self) -> dict[str, Any]:
+        return json.loads(self.debrief.split("\n}\n")[0] + "\n}")
+
+    def run(self) -> Run:
+        return Run.open(self.trainer_run)
+
+
+def seed_of(family: str | None) -> int:
+    return next(s for s in range(1000) if draw(s).family == family)
+
+
+def namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith("tq-busy-host-")]
+
+
+def _train(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(ROOT / "scripts" / "train"), *args], capture_output=True, text=True, env=env,
+                       timeout=400)  # fmt: skip
+    assert not check or r.returncode == 0, (args, r.stderr[-3000:])
+    return r
+
+
+def trainee_answer(run: Path) -> dict[str, Any]:
+    """What the documented procedure gives from the trainee's own capture; "none" when the
+    report found nothing."""
+    found = json.loads((run / "verdicts.json").read_text())["findings"]
+    causes = [f for f in found if f["status"] == "confirmed" and f.get("cause_class") not in CONSEQUENCES]
+    if not causes:
+        return {"family": "none", "object": None, "cause": "none", "fix": "nothing", "also_suspect": []}
+    f = causes[0]
+    return {"family": FAMILY_OF_KIND[f["kind"]], "object": object_of_finding(f), "cause": f["cause_class"],
+            "fix": FIX_FOR[f["cause_class"]], "also_suspect": []}  # fmt: skip
+
+
+def run_incident(family: str | None, work: Path) -> Incident:
+    """Start the family's first seed, capture it as a trainee would, answer, report."""
+    seed = seed_of(family)
+    log_path = work / "log.jsonl"
+    env = {**os.environ, "TQ_TRAIN_DIR": str(work / "state"), "TQ_TRAIN_LOG": str(log_path)}
+    page = _train(env, "start", "--seed", str(seed), "--seconds", str(LOAD_SECONDS), "--trainee", "ci").stdout
+    second = _train(env, "start", check=False).stderr
+    live = namespaces()
+    mine = work / "mine"
+    netns = [a for ns in live for a in ("-n", ns)]
+    capture = subprocess.run([str(ROOT / "collector" / "capture"), "-d", str(CAPTURE_SECONDS), "-q", *netns,
+                              "-o", str(mine)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert capture.returncode == 0, capture.stderr[-3000:]
+    answer = trainee_answer(mine)
+    path = work / "answer.json"
+    path.write_text(json.dumps(answer))
+    debrief = _train(env, "answer", str(path)).stdout
+    log = [json.loads(line) for line in log_path.read_text().splitlines()]
+    report = _train(env, "report", str(log_path)).stdout
+    (trainer_run,) = sorted((work / "state").glob("run-*"))
+    return Incident(
+        seed=seed, family=family, page=page, second_start_error=second, namespaces=live, answer=answer,
+        debrief=debrief, log=log, report=report, report_plot=work / "training-report.png",
+        trainer_run=trainer_run, left_after=namespaces() + leftovers("tq-busy-host"),
+    )  # fmt: skip
