@@ -65,6 +65,7 @@ LISTENER_ROLES = ("HEAVY_PORT", "SMALL_PORT", "IDLE_PORT", "EXHAUST_PORT", "LIGH
 LISTENER_PORTS = range(8000, 8100)
 FLOW_PORTS = range(5200, 5300)
 FLOW_CLIENT_PORTS = range(5300, 5400)
+LOOPS = 4  # the lab's event-loop threads, loop0..loop3
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,11 @@ def draw(seed: int) -> Incident:
     clean, lossy = rng.sample(FLOW_PORTS, 2)
     clean_c, lossy_c = rng.sample(FLOW_CLIENT_PORTS, 2)
     env.update(CLEAN_PORT=str(clean), LOSSY_PORT=str(lossy), CLEAN_CPORT=str(clean_c), LOSSY_CPORT=str(lossy_c))
+    # The busy event loop (the hot one when the loop is the fault): any of the four threads.
+    # Drawn last, so the draws before it are those of the seeds that came before it.
+    env["HOT_LOOP"] = str(rng.randrange(LOOPS))
     objects = lab_objects(env)
-    faulty = objects[FAULTY_ROLE[family]] if family else None
+    faulty = objects[faulty_role(family, env)] if family else None
     return Incident(
         seed=seed,
         family=family,
@@ -116,19 +120,24 @@ def lab_objects(env: dict[str, str]) -> dict[str, str]:
         "listener_idle": f"{SRV}:{env['IDLE_PORT']}",
         "flow_clean": flow.format(cli=CLI, c=env["CLEAN_CPORT"], srv=SRV, s=env["CLEAN_PORT"]),
         "flow_lossy": flow.format(cli=CLI, c=env["LOSSY_CPORT"], srv=SRV, s=env["LOSSY_PORT"]),
-        **{f"loop{i}": f"loop{i}" for i in range(4)},
+        **{f"loop{i}": f"loop{i}" for i in range(LOOPS)},
         "endpoint_exhaust": f"{SRV}:{env['EXHAUST_PORT']}",
         "endpoint_light": f"{SRV}:{env['LIGHT_PORT']}",
     }
 
 
-# The role each family's variant makes faulty (labs/busy-host/lab.sh, "Variants").
+# The role each family's variant makes faulty (labs/busy-host/lab.sh, "Variants"); the
+# event loop's is the thread HOT_LOOP names.
 FAULTY_ROLE = {
     "accept_queue": "listener_small",
     "retransmits": "flow_lossy",
-    "epoll": "loop0",
+    "epoll": "loop{HOT_LOOP}",
     "time_wait": "endpoint_exhaust",
 }
+
+
+def faulty_role(family: str, env: dict[str, str]) -> str:
+    return FAULTY_ROLE[family].format(**env)
 
 
 def distribution(seeds: range) -> dict[str, int]:

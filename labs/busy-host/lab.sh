@@ -18,8 +18,8 @@
 #                     fixes the data stream's client port, so an nftables rule in
 #                     the server's input hook can drop that flow's packets only)
 #   loops      loopserver :9000-9003: four threads loop0..loop3, each its own epoll
-#              loop and port; wrk -c8 paced (20 ms think time) on loop0, wrk -c2
-#              paced on loop1, loop2 and loop3 idle
+#              loop and port; wrk -c8 paced (20 ms think time) on loop N [HOT_LOOP,
+#              default 0], wrk -c2 paced on the next one, the other two idle
 #   endpoints  the client's ip_local_port_range is 500 ports; aqserver -wait-close
 #              on :8083 and :8084 lets the client close first (TIME_WAIT on the
 #              client): exhaust 10 conn/s to :8083, light 5 conn/s to :8084
@@ -29,8 +29,8 @@
 #   flow      5 % of the lossy flow's client->server packets dropped (healthy: 0 %)
 #             (the client's veth sends at most 8 segments per packet in this variant,
 #             so 5 % of packets is about 5 % of the flow's segments)
-#   loop      loop0 spins 10 ms per request (healthy: 200 us): 8 clients with
-#             20 ms think time ask for more than one CPU, loop0 never blocks
+#   loop      loop N spins 10 ms per request (healthy: 200 us): 8 clients with
+#             20 ms think time ask for more than one CPU, loop N never blocks
 #   ports     150 conn/s to :8083 (healthy: 10): 500 ports / 60 s = 8.3 conn/s
 #             sustainable, EADDRNOTAVAIL after ~3.3 s; :8084 keeps working
 #   healthy   nothing wrong
@@ -56,13 +56,19 @@ EXHAUST_PORT=${EXHAUST_PORT:-8083} LIGHT_PORT=${LIGHT_PORT:-8084}
 CLEAN_PORT=${CLEAN_PORT:-5201} LOSSY_PORT=${LOSSY_PORT:-5202} CLEAN_CPORT=${CLEAN_CPORT:-5311}
 LOSSY_CPORT=${LOSSY_CPORT:-5312}
 LOOP_PORT=9000 LOOPS=4 LOOP_THINK_MS=20
+# The busy loop (wrk -c8; the hot one under `loop`) and the lightly loaded one after it.
+HOT_LOOP=${HOT_LOOP:-0}
+if ! [[ $HOT_LOOP =~ ^[0-9]+$ ]] || ((HOT_LOOP >= LOOPS)); then
+	die "HOT_LOOP must be 0 to $((LOOPS - 1)), got '$HOT_LOOP'"
+fi
+LIGHT_LOOP=$(((HOT_LOOP + 1) % LOOPS))
 
 lab_describe() {
 	cat <<TEXT
 busy-host variants (environment overrides in brackets); every variant runs every object:
   listener  small listener backlog 16 [BACKLOG] for bursts of 100 [BURST] every 1s
   flow      5 % [LOSS_PCT] of the lossy flow's packets dropped (iperf3 at 10 Mbit/s)
-  loop      loop0 spins 10ms [HOT_WORK] per request under wrk -c8 with 20 ms think time
+  loop      loop$HOT_LOOP [HOT_LOOP] spins 10ms [HOT_WORK] per request under wrk -c8 with 20 ms think time
   ports     150 conn/s [EXHAUST_RATE] to :$EXHAUST_PORT from 500 client ports [PORT_RANGE]
   healthy   backlog 256, no loss, 200us per request, 10 conn/s: nothing wrong
   all:      ${LOAD_SECONDS:-8}s of load [LOAD_SECONDS]; heavy listener 300 conn/s [HEAVY_RATE];
@@ -84,7 +90,7 @@ lab_params() {
 	LOAD_SECONDS=${LOAD_SECONDS:-8} BURST=${BURST:-100} HEAVY_RATE=${HEAVY_RATE:-300} LIGHT_RATE=${LIGHT_RATE:-5}
 	CLEAN_RATE=${CLEAN_RATE:-200M} LOSSY_RATE=${LOSSY_RATE:-10M} LOOP_WORK=200us
 	PORT_RANGE=${PORT_RANGE:-40000 40499}
-	LAB_SUMMARY="${FAULT:-nothing} wrong: small listener backlog $BACKLOG, lossy flow ${LOSS_PCT}% loss, loop0 ${HOT_WORK}/request, $EXHAUST_RATE conn/s to :$EXHAUST_PORT from ports ${PORT_RANGE/ /-}; ${LOAD_SECONDS}s of load"
+	LAB_SUMMARY="${FAULT:-nothing} wrong: small listener backlog $BACKLOG, lossy flow ${LOSS_PCT}% loss, loop$HOT_LOOP ${HOT_WORK}/request, $EXHAUST_RATE conn/s to :$EXHAUST_PORT from ports ${PORT_RANGE/ /-}; ${LOAD_SECONDS}s of load"
 	LAB_MAX_SECONDS=$((LOAD_SECONDS + 120))
 }
 
@@ -135,15 +141,20 @@ wait_ready() {
 }
 
 # start_aq NAME PORT BACKLOG [aqserver flags...]
+# What makes one listener differ from the next (its backlog, accept delay, who closes)
+# goes through the environment (TQ_SERVER_FLAGS), its files are named by port: `ps` and
+# `ss -p` show five alike command lines (training mode: nothing there gives the fault away).
 start_aq() {
 	local name=$1 port=$2 backlog=$3 pid
 	shift 3
-	ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/aqserver" -listen "$SRV_IP:$port" -backlog "$backlog" "$@" \
-		-duration "${LAB_MAX_SECONDS}s" -ready-file "$work/$name.ready" -stats "$work/$name.json" 2>"$work/$name.err" &
+	ln -sfn "aq-$port.json" "$work/$name.json"
+	TQ_SERVER_FLAGS="-backlog $backlog $*" ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/aqserver" \
+		-listen "$SRV_IP:$port" -duration "${LAB_MAX_SECONDS}s" -ready-file "$work/aq-$port.ready" \
+		-stats "$work/aq-$port.json" 2>"$work/$name.err" &
 	pid=$!
 	cleanup_push "stop_process $pid TERM 5"
 	SERVER_PIDS[$name]=$pid
-	wait_ready "$work/$name.ready" "$pid" "$name"
+	wait_ready "$work/aq-$port.ready" "$pid" "$name"
 }
 
 start_iperf3_server() {
@@ -162,9 +173,13 @@ start_iperf3_server() {
 }
 
 start_loopserver() {
-	local pid t comm
-	ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/loopserver" -listen "$SRV_IP:$LOOP_PORT" -loops "$LOOPS" \
-		-work "$HOT_WORK,$LOOP_WORK" -duration "${LAB_MAX_SECONDS}s" \
+	local pid t comm i works=()
+	# Each loop's CPU per request, through the environment as start_aq's flags.
+	for ((i = 0; i < LOOPS; i++)); do
+		if ((i == HOT_LOOP)); then works+=("$HOT_WORK"); else works+=("$LOOP_WORK"); fi
+	done
+	TQ_SERVER_FLAGS="-work $(IFS=,; echo "${works[*]}")" ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/loopserver" \
+		-listen "$SRV_IP:$LOOP_PORT" -loops "$LOOPS" -duration "${LAB_MAX_SECONDS}s" \
 		-ready-file "$work/loops.ready" -stats "$work/loops.json" 2>"$work/loops.err" &
 	pid=$!
 	cleanup_push "stop_process $pid TERM 5"
@@ -255,8 +270,8 @@ start_clients() {
 		-connect-timeout 2s -out "$run/lab/connects-light.csv"
 	start_client clean iperf3 -c "$target" -p "$CLEAN_PORT" --cport "$CLEAN_CPORT" -t "$LOAD_SECONDS" -b "$CLEAN_RATE" -J
 	start_client lossy iperf3 -c "$target" -p "$LOSSY_PORT" --cport "$LOSSY_CPORT" -t "$LOAD_SECONDS" -b "$LOSSY_RATE" -J
-	start_client loop0 wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$target:$LOOP_PORT/"
-	start_client loop1 wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + 1))/"
+	start_client loop-busy wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + HOT_LOOP))/"
+	start_client loop-light wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + LIGHT_LOOP))/"
 }
 
 lab_run() {
@@ -320,5 +335,5 @@ lab_json() {
 		backlog="$BACKLOG" burst="$BURST" heavy_rate="$HEAVY_RATE" exhaust_rate="$EXHAUST_RATE" \
 		light_rate="$LIGHT_RATE" clean_rate="$CLEAN_RATE" lossy_rate="$LOSSY_RATE" loss_pct="$LOSS_PCT" \
 		loop_pid="$LOOP_PID" loop_port="$LOOP_PORT" loops="$LOOPS" loop_think_ms="$LOOP_THINK_MS" \
-		loop_work="$LOOP_WORK" hot_work="$HOT_WORK" clk_tck="$(getconf CLK_TCK)" "${pids[@]}"
+		loop_work="$LOOP_WORK" hot_work="$HOT_WORK" hot_loop="$HOT_LOOP" clk_tck="$(getconf CLK_TCK)" "${pids[@]}"
 }

@@ -153,17 +153,19 @@ def declared_endpoints(a: dict[str, str], n: dict[str, int]) -> list[dict[str, A
 
 
 def declared_loop_threads(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]:
-    """The loop server's threads; loop0 is the hot one, the faulty one under fault=loop."""
+    """The loop server's threads; loop <hot_loop> (wrk -c8) is the hot one, the faulty one
+    under fault=loop, and the one after it has wrk -c2."""
+    loops, hot = int(a["loops"]), int(a.get("hot_loop", "0"))
     threads = []
-    for i in range(int(a["loops"])):
+    for i in range(loops):
         threads.append(
             {
                 "index": i,
                 "comm": f"loop{i}",
                 "port": n["loop_port"] + i,
-                "work": a["hot_work"] if i == 0 else a["loop_work"],
-                "wrk_connections": 8 if i == 0 else 2 if i == 1 else 0,
-                "faulty": a["fault"] == "loop" and i == 0,
+                "work": a["hot_work"] if i == hot else a["loop_work"],
+                "wrk_connections": 8 if i == hot else 2 if i == (hot + 1) % loops else 0,
+                "faulty": a["fault"] == "loop" and i == hot,
             }
         )
     return threads

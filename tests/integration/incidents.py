@@ -46,6 +46,7 @@ class Incident:
     page: str  # train start's stdout
     second_start_error: str  # a second start's stderr while the first ran
     namespaces: list[str]  # the incident's namespaces while it ran
+    command_lines: list[str]  # of every process in them, as `ps` shows them to the trainee
     answer: dict[str, Any]
     debrief: str  # train answer's stdout: the grade (JSON), then the debrief
     log: list[dict[str, Any]]  # the session log's lines
@@ -63,12 +64,25 @@ class Incident:
 
 
 def seed_of(family: str | None) -> int:
-    return next(s for s in range(1000) if draw(s).family == family)
+    """The family's first seed whose busy event loop is not the first thread: where the busy
+    loop sits is put to the test too (the hot one, in the event loop's incident)."""
+    return next(s for s in range(1000) if draw(s).family == family and draw(s).lab_env["HOT_LOOP"] != "0")
 
 
 def namespaces() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [line.split()[0] for line in out.splitlines() if line.startswith("tq-busy-host-")]
+
+
+def _command_lines(netns: str) -> list[str]:
+    pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+    lines = []
+    for pid in pids:
+        try:
+            lines.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip())
+        except OSError:
+            continue  # gone since it was listed
+    return lines
 
 
 def _train(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -98,6 +112,7 @@ def run_incident(family: str | None, work: Path) -> Incident:
     page = _train(env, "start", "--seed", str(seed), "--seconds", str(LOAD_SECONDS), "--trainee", "ci").stdout
     second = _train(env, "start", check=False).stderr
     live = namespaces()
+    command_lines = [line for ns in live for line in _command_lines(ns)]
     mine = work / "mine"
     netns = [a for ns in live for a in ("-n", ns)]
     capture = subprocess.run([str(ROOT / "collector" / "capture"), "-d", str(CAPTURE_SECONDS), "-q", *netns,
@@ -111,7 +126,8 @@ def run_incident(family: str | None, work: Path) -> Incident:
     report = _train(env, "report", str(log_path)).stdout
     (trainer_run,) = sorted((work / "state").glob("run-*"))
     return Incident(
-        seed=seed, family=family, page=page, second_start_error=second, namespaces=live, answer=answer,
+        seed=seed, family=family, page=page, second_start_error=second, namespaces=live,
+        command_lines=command_lines, answer=answer,
         debrief=debrief, log=log, report=report, report_plot=work / "training-report.png",
         trainer_run=trainer_run, left_after=namespaces() + leftovers("tq-busy-host"),
     )  # fmt: skip

@@ -68,8 +68,9 @@ def obj(run: Run, group: str, name: str) -> dict[str, Any]:
     return next(x for x in run.lab[group] if x["name"] == name)
 
 
-def loop_thread(run: Run, index: int) -> dict[str, Any]:
-    return run.lab["loops"]["threads"][index]
+def hot_loop_thread(run: Run) -> dict[str, Any]:
+    """The busy loop (wrk -c8): the faulty one under `loop`; which of the four is drawn."""
+    return max(run.lab["loops"]["threads"], key=lambda th: th["wrk_connections"])
 
 
 # --- which object a finding names --------------------------------------------------------
@@ -138,7 +139,7 @@ def is_the_fault(run: Run, variant: str, f: dict[str, Any]) -> bool:
     if variant == "ports":
         return names_endpoint(run, f, obj(run, "endpoints", "exhaust"))
     if variant == "loop":
-        return names_thread(run, f, loop_thread(run, 0))
+        return names_thread(run, f, hot_loop_thread(run))
     return False
 
 

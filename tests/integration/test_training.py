@@ -9,6 +9,8 @@ behind."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from training.grade import RUBRIC, grade
@@ -27,6 +29,13 @@ def test_a_scripted_trainee_gets_full_marks(kernel, incident, family: str | None
     for word in ("backlog", "loss", "loop0", "TIME_WAIT", drawn.variant):
         assert word not in inc.page, (word, inc.page)
     assert "an incident is running" in inc.second_start_error
+    # Nor do the servers' command lines (ps, ss -p): the five listeners alike but for their port,
+    # no backlog, delay or work per loop on any of them.
+    servers = [c for c in inc.command_lines if "/aqserver " in c or "/loopserver " in c]
+    assert len(servers) == 6, inc.command_lines
+    for flag in ("-backlog", "-accept-delay", "-wait-close", "-work", "small", "exhaust", "heavy", "light"):
+        assert not [c for c in servers if flag in c], (flag, servers)
+    assert len({re.sub(r"\d+", "N", c) for c in servers if "/aqserver " in c}) == 1, servers
     assert len(inc.namespaces) == 2, inc.namespaces  # the server's and the client's
     graded = inc.graded
     assert graded["total"] == MAX, (inc.answer, drawn.key, graded)

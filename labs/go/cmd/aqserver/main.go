@@ -102,7 +102,9 @@ func parseFlags() (config, error) {
 		"TCP server with a settable listen backlog and accept behaviour, for\n" +
 		"reproducing accept-queue overflow. Each connection: read one line, reply \"ok\\n\", close.\n" +
 		"With -wait-close: reply \"ok\\n\" to every line until the client closes, then close.\n\n")
-	flag.Parse()
+	if err := labutil.ParseFlags(flag.CommandLine, os.Args[1:]); err != nil {
+		return cfg, err
+	}
 
 	switch {
 	case flag.NArg() > 0:

@@ -113,7 +113,9 @@ func parseFlags() (config, error) {
 		"its own epoll instance and listening socket (port + i), answering HTTP/1.1 keep-alive\n" +
 		"GETs with \"hello\\n\" after spinning -work of CPU. One loop with a heavy -work under\n" +
 		"load never blocks in epoll_wait while the others do.\n\n")
-	flag.Parse()
+	if err := labutil.ParseFlags(flag.CommandLine, os.Args[1:]); err != nil {
+		return cfg, err
+	}
 
 	switch {
 	case flag.NArg() > 0:

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -32,6 +33,28 @@ func SetUsage(text string) {
 		fmt.Fprint(flag.CommandLine.Output(), text)
 		flag.PrintDefaults()
 	}
+}
+
+// FlagsEnv names the environment variable through which a lab hands a server
+// flags that must not show in its command line: in a training incident `ps`
+// and `ss -p` would otherwise give the fault away (-backlog 16 on one
+// listener, -work 10ms on one loop). /proc/PID/environ still holds them, as a
+// real server's configuration file would.
+const FlagsEnv = "TQ_SERVER_FLAGS"
+
+// ParseFlags parses fs from the whitespace-separated flags in $TQ_SERVER_FLAGS
+// first, then from args, so a flag given on the command line wins. Flags in
+// the environment take no positional arguments.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	if env := strings.Fields(os.Getenv(FlagsEnv)); len(env) > 0 {
+		if err := fs.Parse(env); err != nil {
+			return fmt.Errorf("%s: %w", FlagsEnv, err)
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("%s: unexpected arguments %q", FlagsEnv, fs.Args())
+		}
+	}
+	return fs.Parse(args)
 }
 
 // ExitUsage reports an invalid command line as "prog: err", prints the usage

@@ -2,6 +2,7 @@ package labutil
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -95,5 +96,27 @@ func TestIsTimeout(t *testing.T) {
 		if got := IsTimeout(tt.err); got != tt.want {
 			t.Errorf("IsTimeout(%v) = %t, want %t", tt.err, got, tt.want)
 		}
+	}
+}
+
+// A training incident hands the fault's flags through the environment: they
+// must apply, and the command line must still win.
+func TestParseFlagsFromTheEnvironmentFirst(t *testing.T) {
+	t.Setenv(FlagsEnv, " -backlog 16\t-work 10ms,200us ")
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	backlog := fs.Int("backlog", 1024, "")
+	work := fs.String("work", "0s", "")
+	listen := fs.String("listen", "", "")
+	if err := ParseFlags(fs, []string{"-listen", "1.2.3.4:5", "-work", "1ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if *backlog != 16 || *work != "1ms" || *listen != "1.2.3.4:5" {
+		t.Errorf("backlog %d, work %q, listen %q", *backlog, *work, *listen)
+	}
+	t.Setenv(FlagsEnv, "-backlog 16 stray")
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Int("backlog", 1024, "")
+	if err := ParseFlags(fs, nil); err == nil || !strings.Contains(err.Error(), FlagsEnv) {
+		t.Errorf("a stray word in %s: %v", FlagsEnv, err)
 	}
 }
