@@ -15,7 +15,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, 5, 6, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,11 @@ def _processes_from_v1(df: pd.DataFrame) -> pd.DataFrame:
     return _now(df.assign(cgroup=pd.NA), "processes")
 
 
+def _sockstat_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    # Every sample listed its TIME_WAIT sockets before contract 8.
+    return _now(df.assign(tw_listed=1), "sockstat")
+
+
 def _now(df: pd.DataFrame, name: str) -> pd.DataFrame:
     return TABLES[name].schema().coerce_dtype(df[TABLES[name].column_names])
 
@@ -90,6 +95,8 @@ _PROCESSES_V1 = _without(
     "executable.",
     "cgroup",
 )
+# sockstat.csv as contracts 2 to 7 wrote it.
+_SOCKSTAT_V1 = _without("sockstat", 1, "The TCP line of /proc/net/sockstat per sample.", "tw_listed")
 
 
 # Tables a contract did not have: read as empty from runs of that contract.
@@ -253,7 +260,11 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     4: {},
     5: {"listeners": Legacy(_LISTENERS_V2, _listeners_from_v2)},
     6: {"processes": Legacy(_PROCESSES_V1, _processes_from_v1)},
+    7: {},
 }
 # listeners.csv gained drops in contract 5 (and dual_stack in 6): every older contract wrote version 1.
 for _contract in (2, 3, 4):
     LEGACY_TABLES[_contract]["listeners"] = Legacy(_LISTENERS_V1, _listeners_from_v1)
+# sockstat.csv gained tw_listed in contract 8: every older contract wrote version 1.
+for _contract in range(2, 8):
+    LEGACY_TABLES[_contract]["sockstat"] = Legacy(_SOCKSTAT_V1, _sockstat_from_v1)

@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 7
+CONTRACT_VERSION = 8
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -329,8 +329,9 @@ TABLES: dict[str, Table] = {
             "sockstat",
             "sockstat.csv",
             "collector/sample-netns",
-            1,
-            "The TCP line of /proc/net/sockstat per sample.",
+            2,
+            "The TCP line of /proc/net/sockstat per sample, and whether the sample listed the TIME_WAIT "
+            "sockets into tw_sockets.csv.",
             (
                 SAMPLE_TIME,
                 NETNS,
@@ -339,6 +340,15 @@ TABLES: dict[str, Table] = {
                 count_col("tcp_tw", "TIME_WAIT sockets"),
                 count_col("tcp_alloc", "TCP sockets allocated"),
                 count_col("tcp_mem", "TCP memory in pages"),
+                Col(
+                    "tw_listed",
+                    INT,
+                    "1: tw_sockets.csv holds this sample's TIME_WAIT table (no row there means none); 0: not "
+                    "listed at this sample. Listing costs per socket, so above sample-netns --tw-per-sample "
+                    "(default 2048) TIME_WAIT sockets in the namespace only every ceil(tcp_tw / that)-th "
+                    "sample lists them. Runs of contract 7 or older listed every sample (1)",
+                    (pa.Check.isin([0, 1]),),
+                ),
             ),
             key=("time_s", "netns"),
         ),
@@ -347,7 +357,8 @@ TABLES: dict[str, Table] = {
             "tw_sockets.csv",
             "collector/sample-netns",
             1,
-            "ss -tano state time-wait per sample, grouped by (local address, remote address, service port).",
+            "ss -tano state time-wait at the samples sockstat.csv marks tw_listed, grouped by (local address, "
+            "remote address, service port).",
             (
                 SAMPLE_TIME,
                 NETNS,

@@ -95,7 +95,8 @@ def client_closes(run: RunLike, netns: int, raddr: str, port: int) -> pd.DataFra
 
 
 def tw_series(run: RunLike, netns: int, raddr: str, port: int) -> pd.Series:
-    """TIME_WAIT sockets toward (raddr, port) per sample, client side; 0 where ss listed none."""
+    """TIME_WAIT sockets toward (raddr, port) per sample that listed them (sockstat.csv tw_listed),
+    client side; 0 where ss listed none."""
     samples = _once(run.table("sockstat"), "samples", _samples_by_netns).get(netns, [])
     sel = _rows(run.table("tw_sockets"), ENDPOINT_KEY, (netns, raddr, port, 0))
     s = sel.groupby("time_s")["count"].sum().reindex(samples, fill_value=0).astype("int64")
@@ -104,7 +105,17 @@ def tw_series(run: RunLike, netns: int, raddr: str, port: int) -> pd.Series:
 
 
 def _samples_by_netns(sockstat: pd.DataFrame) -> dict[int, list[float]]:
-    return {int(n): sorted(g["time_s"].unique()) for n, g in sockstat.groupby("netns", sort=False)}
+    """Per namespace, the samples whose TIME_WAIT table tw_sockets.csv holds."""
+    listed = sockstat[(sockstat["tw_listed"] == 1).to_numpy(dtype=bool)]
+    return {int(n): sorted(g["time_s"].unique()) for n, g in listed.groupby("netns", sort=False)}
+
+
+def tw_samples_listed(run: RunLike, netns: int) -> tuple[int, int]:
+    """(samples that listed the namespace's TIME_WAIT sockets, samples): the first is smaller when the
+    namespace held more than the sampler lists at every sample."""
+    sockstat = run.table("sockstat")
+    mine = sockstat[(sockstat["netns"] == netns).to_numpy(dtype=bool)]
+    return int((mine["tw_listed"] == 1).sum()), len(mine)
 
 
 def tw_max_per_endpoint(run: RunLike) -> dict[tuple[int, str, int], int]:
@@ -174,7 +185,8 @@ def _observed(run: RunLike) -> dict[tuple[int, str, int], float]:
 
 
 def _time_wait_at_first_sample(run: RunLike) -> set[tuple[int, str, int]]:
-    """Client endpoints with TIME_WAIT sockets at their namespace's first sample (tw_series > 0 there)."""
+    """Client endpoints with TIME_WAIT sockets at their namespace's first listed sample (tw_series > 0
+    there; the sampler lists the first sample)."""
     first = {n: times[0] for n, times in _once(run.table("sockstat"), "samples", _samples_by_netns).items() if times}
     tw = run.table("tw_sockets")
     tw = tw[(tw["service_local"] == 0).to_numpy(dtype=bool)]

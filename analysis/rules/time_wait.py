@@ -33,6 +33,7 @@ from ..derived.time_wait import (
     observed_time_wait_length,
     port_range,
     tw_max_per_endpoint,
+    tw_samples_listed,
 )
 from ..findings import Finding, Link, Status
 from .base import Rule, RunView
@@ -102,10 +103,13 @@ def _unattributed(run: RunView, netns: int, n: int, seen: list[dict[str, Any]]) 
 def _counter_evidence(run: RunView, ep: _Endpoint, unrecorded: int, eaddr_calls: int) -> dict[str, Any]:
     """TIME_WAIT toward the endpoint against the ports in range, and how long TIME_WAIT lasts here."""
     rng, ports = ep.rng, ep.ports
+    listed, samples = tw_samples_listed(run, ep.netns)
     return {
         "time_wait_length_observed_s": observed_time_wait_length(run, ep.netns, ep.raddr, ep.port),
         "tcp_fin_timeout": run.sysctl(ep.netns, "net.ipv4.tcp_fin_timeout"),
         "time_wait_max": ep.tw_max,
+        "time_wait_samples_listed": listed if listed < samples else None,
+        "samples": samples if listed < samples else None,
         "ports_in_range": ports,
         "port_range": f"{rng[0]}-{rng[1]}" if rng else None,
         "time_wait_share_of_ports_pct": round(100 * ep.tw_max / ports, 1) if ports else None,

@@ -20,10 +20,16 @@ CAUSES = {
     "short_connections_client_closes": "short connections closed first by this side",
 }
 
+# Only when the sampler skipped samples: the peak is the highest of those it listed.
+LISTED = (
+    " (at the {time_wait_samples_listed} of {samples} samples that listed TIME_WAIT sockets: listing costs per socket)"
+)
+
 TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ("symptom", "eaddrnotavail"): ("{eaddrnotavail_text}", Opt("{client_text}"), "."),
     ("counter", "time_wait_vs_ports"): (
         "TIME_WAIT sockets toward the endpoint reached {time_wait_max}",
+        Opt(LISTED),
         Opt(
             ", {time_wait_share_of_ports_pct} % of the {ports_in_range} ports in ip_local_port_range ({port_range})",
             " (ip_local_port_range was not sampled)",
@@ -38,6 +44,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ),
     ("counter", "ports_free"): (
         "TIME_WAIT toward the endpoint peaked at {time_wait_max}",
+        Opt(LISTED),
         Opt(" of {ports_in_range} ports: room left", " (ip_local_port_range was not sampled)"),
         ". ",
         Opt(

@@ -167,3 +167,37 @@ def test_the_host_namespace_lists_only_processes_that_hold_a_listener(tmp_path: 
     rows = list(csv.DictReader((tmp_path / "processes.csv").open()))
     listeners = list(csv.DictReader((tmp_path / "listeners.csv").open()))
     assert {r["pid"] for r in rows} <= {r["pid"] for r in listeners}
+
+
+def _sockstat_and_tw(tmp_path: Path, name: str, *args: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    out = tmp_path / ("out" + "".join(args))
+    subprocess.run(["ip", "netns", "exec", name, str(ROOT / "collector" / "sample-netns"), "--out", str(out),
+                    "--interval", "0.25", "--duration", "2", *args], check=True, timeout=60)  # fmt: skip
+    return list(csv.DictReader((out / "sockstat.csv").open())), list(csv.DictReader((out / "tw_sockets.csv").open()))
+
+
+def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> None:
+    """Listing TIME_WAIT costs per socket, so above --tw-per-sample N a sample in k =
+    ceil(count / N) lists them (sockstat.csv tw_listed = 1), the first one always, and
+    tw_sockets.csv has rows at those samples only. 60 real TIME_WAIT sockets in a fresh
+    namespace (dev/port_churn.py: 12 listeners, 5 client-closed connections each)."""
+    if os.geteuid() != 0:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("needs root for ip netns")
+    name = f"tq-test-tw-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        subprocess.run(["ip", "netns", "exec", name, "python3", str(ROOT / "dev" / "port_churn.py"), "12"],
+                       check=True, timeout=60)  # fmt: skip
+        sockstat, tw = _sockstat_and_tw(tmp_path, name, "--tw-per-sample", "25")
+        assert [int(r["tcp_tw"]) for r in sockstat] == [60] * 8
+        assert [r["tw_listed"] for r in sockstat] == ["1", "0", "0", "1", "0", "0", "1", "0"]  # k = ceil(60 / 25)
+        listed = [r["time_s"] for r in sockstat if r["tw_listed"] == "1"]
+        assert sorted({r["time_s"] for r in tw}) == listed
+        for t in listed:
+            assert sum(int(r["count"]) for r in tw if r["time_s"] == t) == 60
+        sockstat, tw = _sockstat_and_tw(tmp_path, name)  # the default: 2048 a sample
+        assert [r["tw_listed"] for r in sockstat] == ["1"] * 8
+        assert {r["time_s"] for r in tw} == {r["time_s"] for r in sockstat}
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)

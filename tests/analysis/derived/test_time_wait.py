@@ -6,10 +6,16 @@ The lab: a client namespace with a 200-port range (40000-40199) closing first to
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
+from analysis.contract import CONTRACT_VERSION
 from analysis.derived import time_wait as tw
+from analysis.load import Run
 from tests.analysis.derived.conftest import lab_netns, raw, run
 
 C2 = "time-wait-exhaust"  # contract 2: tw_connect without the destination
@@ -121,3 +127,33 @@ def test_eaddrnotavail_failures_contract_2_has_no_destination() -> None:
     # Unrecorded destinations count for every destination, unless asked not to.
     assert tw.eaddrnotavail_failures(r, cli, RADDR, PORT)["failures"].sum() == mine["calls"].sum()
     assert tw.eaddrnotavail_failures(r, cli, RADDR, PORT, unrecorded=False).empty
+
+
+def test_samples_that_did_not_list_time_wait_are_not_zero(tmp_path: Path) -> None:
+    """Above sample-netns --tw-per-sample the TIME_WAIT table is listed only at some samples
+    (sockstat.csv tw_listed, contract 8): the others are left out of the series and of Little's
+    law, never read as "no TIME_WAIT". The exhaust run (contract 3) with every other client
+    sample unlisted and its tw_sockets rows at those samples dropped, as the sampler writes it."""
+    r, cli = run(C3), lab_netns(C3, "cli")
+    copy = tmp_path / "run"
+    shutil.copytree(r.path, copy)
+    meta = json.loads((copy / "metadata.json").read_text())
+    meta["data_contract"] = CONTRACT_VERSION
+    (copy / "metadata.json").write_text(json.dumps(meta))
+    ss = raw(C3, "sockstat")
+    samples = sorted(ss.loc[ss["netns"] == cli, "time_s"].unique())
+    unlisted = set(samples[1::2])
+    ss["tw_listed"] = (~((ss["netns"] == cli) & ss["time_s"].isin(unlisted))).astype(int)
+    ss.to_csv(copy / "sockstat.csv", index=False)
+    t = raw(C3, "tw_sockets", keep_default_na=False)
+    t = t[~((t["netns"] == cli) & t["time_s"].isin(unlisted))]
+    t.to_csv(copy / "tw_sockets.csv", index=False)
+
+    sub = Run.open(copy)
+    series = tw.tw_series(sub, cli, RADDR, PORT)
+    full = tw.tw_series(r, cli, RADDR, PORT)
+    assert list(series.index) == samples[0::2]
+    assert series.tolist() == full.reindex(samples[0::2]).tolist()
+    assert tw.littles_law(sub, cli, RADDR, PORT)["measured"].tolist() == series.tolist()
+    assert tw.tw_samples_listed(sub, cli) == (len(samples[0::2]), len(samples))
+    assert tw.tw_samples_listed(r, cli) == (len(samples), len(samples))  # contract 3: every sample
