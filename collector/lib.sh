@@ -250,6 +250,23 @@ tree_pss() {
 	done
 	echo "$total"
 }
+# CPU clock ticks (USER_HZ) used by PID and every process below it: their own
+# user and system time, plus that of their children they have waited for (a
+# sampler's ss and awk, gone by the time it is read). The difference of two
+# reads is what the tree ran in between, give or take a child that started
+# before the first read and was waited for after it.
+tree_cpu_ticks() {
+	local pid=$1 p stat total=0
+	local -a f
+	for p in $pid $(tree_pids "$pid"); do
+		{ stat=$(<"/proc/$p/stat"); } 2>/dev/null || continue
+		# After the last ")": comm may hold spaces and parentheses.
+		read -r -a f <<<"${stat##*) }"
+		# Fields 14-17 of stat (utime stime cutime cstime) are 12-15 after comm.
+		total=$((total + f[11] + f[12] + f[13] + f[14]))
+	done
+	echo "$total"
+}
 tree_pids() {
 	local child
 	for child in $(pgrep -P "$1" 2>/dev/null); do

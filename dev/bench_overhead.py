@@ -124,6 +124,9 @@ def record(argv: list[str]) -> None:
     rec: dict[str, Any] = {"case": a["case"], "pair": int(a["pair"]), "kind": a["kind"]}
     if a.get("wrk"):
         rec.update(parse_wrk(a["wrk"]))
+    if a.get("stats_wrk"):
+        # The BPF-time window (bpf_stats on): the per-connection BPF figures divide by its requests.
+        rec["stats_requests"] = parse_wrk(a["stats_wrk"])["requests"]
     if a.get("low"):
         with open(a["low"]) as f:
             parts = f.read().split()
@@ -138,6 +141,8 @@ def record(argv: list[str]) -> None:
         rec["stop_s"] = float(a["stop"])
     if a.get("pss"):
         rec["pss_bytes"] = int(a["pss"])
+    if a.get("cpu_ticks"):
+        rec["cpu_s"] = int(a["cpu_ticks"]) / os.sysconf("SC_CLK_TCK")
     if a.get("stats_ok"):
         rec["bpf_stats_on"] = a["stats_ok"] == "1"
     if a.get("ids"):
@@ -155,8 +160,8 @@ def record(argv: list[str]) -> None:
         f.write(json.dumps(rec) + "\n")
     # One short line for the progress log.
     s = f"{rec['rps']:.0f} req/s" if "rps" in rec else ""
-    if rec.get("requests") and "bpf_ns" in rec:
-        s += f", BPF {rec['bpf_ns'] / rec['requests'] / 1000:.2f} us/conn"
+    if rec.get("stats_requests") and "bpf_ns" in rec:
+        s += f", BPF {rec['bpf_ns'] / rec['stats_requests'] / 1000:.2f} us/conn"
     print(s)
 
 
@@ -168,8 +173,8 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
     """One A/B case: its numbers into summary, its table line returned."""
     base = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "base"}
     with_ = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "with"}
-    # The with-capture runs' wrk requests: every per-connection figure divides by them.
-    reqs = sum(with_[p].get("requests", 0) for p in with_)
+    # The BPF-time windows' wrk requests: every per-connection BPF figure divides by them.
+    reqs = sum(with_[p].get("stats_requests", 0) for p in with_)
     cs = case_numbers(c, base, with_, reqs)
     summary["cases"][c] = cs
     line = case_line(c, cs)
@@ -187,12 +192,17 @@ def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: in
     ns = sum(with_[p].get("bpf_ns", 0) for p in with_)
     us_conn = ns / reqs / 1000 if reqs and c != "samplers" else None
     us_pairs = [
-        with_[p]["bpf_ns"] / with_[p]["requests"] / 1000
+        with_[p]["bpf_ns"] / with_[p]["stats_requests"] / 1000
         for p in with_
-        if with_[p].get("requests") and "bpf_ns" in with_[p]
+        if with_[p].get("stats_requests") and "bpf_ns" in with_[p]
     ]
     starts = [with_[p]["startup_s"] for p in with_ if "startup_s" in with_[p]]
     pss = [with_[p]["pss_bytes"] / 1e6 for p in with_ if with_[p].get("pss_bytes")]
+    # The case's own processes (bpftrace's user space, the samplers and what they
+    # fork): CPU beside the BPF time, which the kernel counts apart.
+    timed = [r for r in with_.values() if "cpu_s" in r and r.get("wrk_seconds")]
+    cpu_s = sum(r["cpu_s"] for r in timed)
+    cpu_reqs = sum(r.get("requests", 0) for r in timed)
     return {
         "pairs": len(ratios),
         "ratios": ratios,
@@ -207,6 +217,8 @@ def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: in
         "startup_s_median": statistics.median(starts) if starts else None,
         "pss_mb": pss,
         "pss_mb_median": statistics.median(pss) if pss else None,
+        "cpu_us_per_conn": cpu_s / cpu_reqs * 1e6 if cpu_reqs else None,
+        "cpu_share": cpu_s / sum(r["wrk_seconds"] for r in timed) if timed else None,
         "socket_errors": sum(r.get("socket_errors", 0) for r in list(base.values()) + list(with_.values())),
         "bpf_stats_off_runs": sum(1 for r in with_.values() if r.get("bpf_stats_on") is False),
     }
@@ -222,7 +234,15 @@ def case_line(c: str, cs: dict[str, Any]) -> str:
         f"  {(format(us_conn, '.2f') + ' (' + fmt_range(us_pairs, '{:.1f}') + ')') if us_conn is not None else '-':<22}"
         f"{(format(cs['startup_s_median'], '.1f') + ' (' + fmt_range(starts, '{:.1f}') + ')') if starts else '-':<26}"
         f"{format(cs['pss_mb_median'], '.0f') if cs['pss_mb_median'] else '-':>6}"
+        f"  {own_cpu(cs)}"
     )
+
+
+def own_cpu(cs: dict[str, Any]) -> str:
+    """The case's own CPU during the wrk windows: per connection, and as a share of one CPU."""
+    if cs.get("cpu_share") is None:
+        return "-"
+    return f"{cs['cpu_us_per_conn']:.2f} ({100 * cs['cpu_share']:.1f} %)"
 
 
 def program_totals(with_: dict[int, dict]) -> dict[tuple[str, str, str], dict[str, int]]:
@@ -273,7 +293,7 @@ def case_recursion_misses(agg: dict[tuple[str, str, str], dict[str, int]], with_
 
 
 def program_lines(summary: dict[str, Any], ab_cases: list[str]) -> list[str]:
-    L = ["", "Per program (sums over the wrk windows of the case's pairs; events/conn = events / wrk requests)"]
+    L = ["", "Per program (sums over the BPF-time windows of the case's pairs; events/conn = events / wrk requests)"]
     L.append(
         f"{'case':<14}{'probe':<14}{'program':<18}{'tracepoint':<24}{'events':>10}{'ns/event':>10}"
         f"{'events/conn':>13}{MICRO + 's/conn':>9}{'rec.miss':>9}"
@@ -305,6 +325,25 @@ def misses_lines(summary: dict[str, Any]) -> list[str]:
             f"  {c:<14}"
             + "  ".join(f"{f} {m['wrk_windows'].get(f, '-')} ({m['whole_captures'].get(f, '-')})" for f in fams)
         )
+    return L
+
+
+def net_of_floor_lines(summary: dict[str, Any]) -> list[str]:
+    """BPF time per connection less what bpf_stats itself adds: it reads the clock around every
+    program run, and the floor case's empty program costs that read and nothing else. Only when
+    the floor case ran."""
+    floor = [p for p in summary["programs"] if p["case"] == "floor" and p["events"]]
+    if not floor:
+        return []
+    floor_ns = floor[0]["ns_per_event"]
+    L = ["", f"BPF {MICRO}s/conn less bpf_stats' own clock read ({floor_ns:.0f} ns per run: the floor's empty program)"]
+    for c, cs in summary["cases"].items():
+        mine = [p for p in summary["programs"] if p["case"] == c and p["events_per_conn"] is not None]
+        if c == "floor" or not mine or cs.get("bpf_us_per_conn") is None:
+            continue
+        net = sum(max(0.0, p["ns_per_event"] - floor_ns) * p["events_per_conn"] for p in mine if p["events"]) / 1000
+        cs["bpf_us_per_conn_net_of_floor"] = net
+        L.append(f"  {c:<14}{cs['bpf_us_per_conn']:.2f} as measured, {net:.2f} less the clock reads")
     return L
 
 
@@ -353,8 +392,9 @@ def summarize(argv: list[str]) -> None:
         f"{meta['pairs']} A/B pairs per case (order alternating)",
         f"host: {meta['cpus']} CPUs, Linux {meta['kernel']}, {meta['bpftrace']}; load average at start "
         f"{meta['load_start']}, at end {meta['load_end']}; run took {meta['elapsed_s']:.0f} s",
-        "bpf_stats: run_time_ns/run_cnt deltas over the wrk windows of the with-capture runs, "
-        "programs of this run's bpftrace processes only (the whole machine's events)",
+        "throughput with kernel.bpf_stats_enabled=0; BPF time from run_time_ns/run_cnt deltas over a "
+        f"{meta.get('stats_seconds', '?')} s wrk window after each loaded one, bpf_stats on, programs of this run's "
+        "bpftrace processes only (the whole machine's events)",
     ]
     summary: dict[str, Any] = {"cases": {}, "programs": [], "recursion_misses": {}, "output_bytes_per_s": {}}
     ab_cases = [c for c in meta["cases"] if c not in ("rates",)]
@@ -363,12 +403,13 @@ def summarize(argv: list[str]) -> None:
         L.append(
             f"{'case':<14}{'pairs':>6}{'ratio median':>14}{'  min' + DASH + 'max':<16}{'base req/s':>11}"
             f"{'with req/s':>11}  {'BPF ' + MICRO + 's/conn (min' + DASH + 'max)':<22}"
-            f"{'start-up s median (min' + DASH + 'max)':<26}{'PSS MB':>6}"
+            f"{'start-up s median (min' + DASH + 'max)':<26}{'PSS MB':>6}  own CPU {MICRO}s/conn (% of a CPU)"
         )
     for c in ab_cases:
         L.append(case_summary(c, runs, summary))
     if summary["programs"]:
         L.extend(program_lines(summary, ab_cases))
+        L.extend(net_of_floor_lines(summary))
     if summary["recursion_misses"]:
         L.extend(misses_lines(summary))
     rates = [r for r in runs if r["case"] == "rates"]
