@@ -58,6 +58,23 @@ def test_drops_belong_to_their_own_listener(tmp_path: Path) -> None:
     assert [r["lport"] for r in rows] == [ln.split()[3].rsplit(":", 1)[1] for ln in lines if ln.startswith("LISTEN")]
 
 
+def test_listeners_without_the_state_column_and_a_comm_that_forges_lines(tmp_path: Path) -> None:
+    """`ss state listening` prints no State column (ss -l asks for CLOSE sockets too, and the
+    kernel then walks every socket of the namespace). A listener's lines end at its skmem line,
+    and only one that follows its closed users field: a comm holding a line shaped like a
+    listener or like a skmem line (any byte but NUL may be in a comm) makes no row and no
+    drops of its own."""
+    lines = SS_OUTPUT.read_text().replace("LISTEN ", "").splitlines(keepends=True)
+    hostile = 'users:(("a\n\t skmem:(d99)\n0 0 9.9.9.9:1 *:*",pid=24311,fd=9))'
+    lines[2] = lines[2].replace('users:(("python3",pid=24311,fd=3))', hostile)
+    lines[3] = lines[3].replace("d0)", "d7)")
+    rows = _listeners_of_self(_with_fake_ss(tmp_path, "".join(lines)))
+    assert [(r["lport"], r["pid"], r["drops"]) for r in rows] == [
+        ("2024", "", "0"), ("18600", "24311", "7"), ("18601", "24311", "0"), ("18602", "24311", "0")
+    ]  # fmt: skip
+    assert rows[1]["comm"] == "a\n\t skmem:(d99)\n0 0 9.9.9.9:1 *:*"
+
+
 TW_OUTPUT = Path(__file__).parent / "data" / "ss-tanoH-time-wait.txt"  # `ss -tanoH state time-wait`, 3 loopback closes
 
 
