@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .memory import release_compiler_pages
 from .stream import CsvRows, Row
 
 
@@ -57,6 +58,7 @@ class Probe:
     failures_in_row: int = 0
     next_start: float = 0.0
     err_path: Path | None = None
+    compiler_released: bool = False  # this process's LLVM and clang pages given back
 
     @property
     def families(self) -> list[Member]:
@@ -109,9 +111,13 @@ def spawn(p: Probe, parser: Path, only: list[str], err: Path) -> None:
     """bpftrace PROBE INTERVAL | its reader (reader_command), both children of the exporter,
     each in a session of its own (a terminal's Ctrl-C is the exporter's)."""
     p.err_path = err
+    p.compiler_released = False
+    # One malloc arena: bpftrace's threads each got one (glibc's default), -8 MB of PSS here.
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
     with open(err, "wb") as fh:
         p.proc = subprocess.Popen(
             [os.environ.get("BPFTRACE", "bpftrace"), str(p.file), str(p.interval)],
+            env=env,
             stdout=subprocess.PIPE,
             stderr=fh,
             stdin=subprocess.DEVNULL,
@@ -190,11 +196,21 @@ class Supervisor:
             else:
                 if p.up():
                     p.failures_in_row = 0
+                    self.release(p)
                 if self.segment and now - p.started_at >= self.segment and p.up():
                     # Planned restart: a fresh process with empty maps (a map holds 4096 keys;
                     # threads and flows come and go for days). Loses the last partial interval.
                     self.stop(p)
                     self.start(p, "segment", now)
+
+    def release(self, p: Probe) -> None:
+        """Once per process, when it prints: its compiler pages, not needed again (memory.py)."""
+        if p.compiler_released or p.proc is None:
+            return
+        p.compiler_released = True
+        freed = release_compiler_pages(p.proc.pid)
+        if freed and not p.restarts:
+            log(f"probe {p.family}: {freed / 1024:.0f} MB of bpftrace's LLVM and clang pages given back (PSS)")
 
     def died(self, p: Probe, now: float) -> None:
         if p.proc is not None and p.proc.poll() is not None and p.reader is not None:
