@@ -328,22 +328,35 @@ def misses_lines(summary: dict[str, Any]) -> list[str]:
     return L
 
 
-def net_of_floor_lines(summary: dict[str, Any]) -> list[str]:
+def net_of_floor_lines(summary: dict[str, Any], cpus: int) -> list[str]:
     """BPF time per connection less what bpf_stats itself adds: it reads the clock around every
     program run, and the floor case's empty program costs that read and nothing else. Only when
-    the floor case ran."""
+    the floor case ran. With the case's own CPU, what a connection costs in CPU, and the
+    throughput ratio that predicts on a host whose CPUs the load keeps busy (this benchmark's):
+    less noisy than the A/B ratio, which pairs of runs minutes apart decide."""
     floor = [p for p in summary["programs"] if p["case"] == "floor" and p["events"]]
     if not floor:
         return []
     floor_ns = floor[0]["ns_per_event"]
-    L = ["", f"BPF {MICRO}s/conn less bpf_stats' own clock read ({floor_ns:.0f} ns per run: the floor's empty program)"]
+    L = [
+        "",
+        f"CPU per connection: BPF less bpf_stats' own clock read ({floor_ns:.0f} ns per run: the floor's empty "
+        f"program), plus the case's own processes; the ratio that predicts with {cpus} CPUs busy at the base rate",
+    ]
     for c, cs in summary["cases"].items():
         mine = [p for p in summary["programs"] if p["case"] == c and p["events_per_conn"] is not None]
-        if c == "floor" or not mine or cs.get("bpf_us_per_conn") is None:
+        if c in ("floor", "null") or (cs.get("bpf_us_per_conn") is None and cs.get("cpu_us_per_conn") is None):
             continue
         net = sum(max(0.0, p["ns_per_event"] - floor_ns) * p["events_per_conn"] for p in mine if p["events"]) / 1000
+        added = net + (cs.get("cpu_us_per_conn") or 0.0)
+        per_conn = cpus * 1e6 / cs["base_rps_median"] if cs.get("base_rps_median") else None
         cs["bpf_us_per_conn_net_of_floor"] = net
-        L.append(f"  {c:<14}{cs['bpf_us_per_conn']:.2f} as measured, {net:.2f} less the clock reads")
+        cs["cpu_added_us_per_conn"] = added
+        cs["ratio_predicted"] = per_conn / (per_conn + added) if per_conn else None
+        pred = f"{cs['ratio_predicted']:.3f}{TIMES}" if per_conn else "-"
+        bpf = f"{cs['bpf_us_per_conn']:.2f}" if cs.get("bpf_us_per_conn") is not None else "-"
+        L.append(f"  {c:<14}BPF {bpf} as measured, {net:.2f} net; + own {cs.get('cpu_us_per_conn') or 0:.2f} = "
+                 f"{added:.2f} {MICRO}s/conn; predicts {pred}")  # fmt: skip
     return L
 
 
@@ -409,7 +422,7 @@ def summarize(argv: list[str]) -> None:
         L.append(case_summary(c, runs, summary))
     if summary["programs"]:
         L.extend(program_lines(summary, ab_cases))
-        L.extend(net_of_floor_lines(summary))
+        L.extend(net_of_floor_lines(summary, int(meta["cpus"])))
     if summary["recursion_misses"]:
         L.extend(misses_lines(summary))
     rates = [r for r in runs if r["case"] == "rates"]
