@@ -19,6 +19,8 @@ from pathlib import Path
 from .memory import release_compiler_pages
 from .stream import CsvRows, Row
 
+RELEASE_EVERY_S = 60.0  # a read of the bpftrace process's smaps (a few ms) each time
+
 
 def log(msg: str) -> None:
     print(f"monitor: {msg}", file=sys.stderr, flush=True)
@@ -58,7 +60,7 @@ class Probe:
     failures_in_row: int = 0
     next_start: float = 0.0
     err_path: Path | None = None
-    compiler_released: bool = False  # this process's LLVM and clang pages given back
+    compiler_released_at: float | None = None  # when this process's LLVM and clang pages were last given back
 
     @property
     def families(self) -> list[Member]:
@@ -111,7 +113,7 @@ def spawn(p: Probe, parser: Path, only: list[str], err: Path) -> None:
     """bpftrace PROBE INTERVAL | its reader (reader_command), both children of the exporter,
     each in a session of its own (a terminal's Ctrl-C is the exporter's)."""
     p.err_path = err
-    p.compiler_released = False
+    p.compiler_released_at = None
     # One malloc arena: bpftrace's threads each got one (glibc's default), -8 MB of PSS here.
     env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
     with open(err, "wb") as fh:
@@ -196,20 +198,23 @@ class Supervisor:
             else:
                 if p.up():
                     p.failures_in_row = 0
-                    self.release(p)
+                    self.release(p, now)
                 if self.segment and now - p.started_at >= self.segment and p.up():
                     # Planned restart: a fresh process with empty maps (a map holds 4096 keys;
                     # threads and flows come and go for days). Loses the last partial interval.
                     self.stop(p)
                     self.start(p, "segment", now)
 
-    def release(self, p: Probe) -> None:
-        """Once per process, when it prints: its compiler pages, not needed again (memory.py)."""
-        if p.compiler_released or p.proc is None:
+    def release(self, p: Probe, now: float) -> None:
+        """When the process prints, and again every RELEASE_EVERY_S: its compiler pages, not needed
+        again (memory.py). Again, because a page another process maps too (a capture's bpftrace
+        beside the monitor's) is not paged out: once that process has gone, it can be."""
+        if p.proc is None or (p.compiler_released_at is not None and now - p.compiler_released_at < RELEASE_EVERY_S):
             return
-        p.compiler_released = True
+        first = p.compiler_released_at is None
+        p.compiler_released_at = now
         freed = release_compiler_pages(p.proc.pid)
-        if freed and not p.restarts:
+        if freed and first and not p.restarts:
             log(f"probe {p.family}: {freed / 1024:.0f} MB of bpftrace's LLVM and clang pages given back (PSS)")
 
     def died(self, p: Probe, now: float) -> None:
