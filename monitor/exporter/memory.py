@@ -5,7 +5,8 @@ probes (PSS of libLLVM and libclang in a bpftrace 0.17 process with the four pro
 2026-11-26). Once the programs are attached it never runs them again, but the pages stay
 resident and count in its PSS. They are clean and file-backed, so the kernel can drop them
 at no cost and read them back if ever needed: process_madvise(MADV_PAGEOUT) (Linux 5.10)
-asks it to now. On a kernel without it nothing changes.
+asks it to now. It leaves a page another process maps too (another bpftrace beside this one):
+that page's PSS is split between them. On a kernel without it nothing changes.
 """
 
 from __future__ import annotations
@@ -59,16 +60,17 @@ def page_out(pid: int, ranges: list[tuple[int, int]]) -> int:
     return done
 
 
-def compiler_pss_kb(pid: int) -> int:
-    """PSS (kB) of the process's LLVM and clang mappings, from /proc/PID/smaps."""
-    total, mine = 0, False
+def compiler_kb(pid: int, field: str = "Pss") -> int:
+    """A /proc/PID/smaps field (kB: Pss, Private_Clean, ...) summed over the process's LLVM and
+    clang mappings."""
+    total, mine, key = 0, False, field + ":"
     try:
         with open(f"/proc/{pid}/smaps") as f:
             for line in f:
                 head = line.split(maxsplit=5)
                 if "-" in head[0] and len(head) >= 5 and head[0][0] in "0123456789abcdef" and ":" in head[3]:
                     mine = len(head) == 6 and os.path.basename(head[5].strip()).startswith(COMPILER_LIBS)
-                elif mine and head[0] == "Pss:":
+                elif mine and head[0] == key:
                     total += int(head[1])
     except OSError:
         return 0
@@ -96,7 +98,7 @@ def release_compiler_pages(pid: int) -> int:
     PSS that went."""
     freed = 0
     for p in bpftrace_pids(pid):
-        before = compiler_pss_kb(p)
+        before = compiler_kb(p)
         page_out(p, compiler_ranges(p))
-        freed += max(0, before - compiler_pss_kb(p))
+        freed += max(0, before - compiler_kb(p))
     return freed

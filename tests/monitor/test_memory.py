@@ -34,18 +34,21 @@ def _ticks(proc: subprocess.Popen[bytes], n: int, timeout: float) -> int:
 
 
 def test_compiler_pages_go_and_bpftrace_keeps_tracing(kernel) -> None:
+    """Every LLVM and clang page only this bpftrace maps goes (MADV_PAGEOUT leaves a page another
+    process maps too: in CI other tests run bpftrace beside this one, sharing them)."""
     proc = subprocess.Popen(["bpftrace", "-e", PROGRAM], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert _ticks(proc, 1, 60) == 1, "bpftrace did not start"
-        pid = memory.bpftrace_pids(proc.pid)
-        assert pid == [proc.pid]
-        before = memory.compiler_pss_kb(proc.pid)
-        assert before > 10_000, before  # LLVM and clang are resident after the compile
+        assert memory.bpftrace_pids(proc.pid) == [proc.pid]
+        assert memory.compiler_kb(proc.pid, "Rss") > 10_000  # LLVM and clang are resident after the compile
+        before = memory.compiler_kb(proc.pid)
+        private = memory.compiler_kb(proc.pid, "Private_Clean")
         freed = memory.release_compiler_pages(proc.pid)
-        after = memory.compiler_pss_kb(proc.pid)
-        assert freed == before - after and after < before / 2, (before, after)
+        after = memory.compiler_kb(proc.pid)
+        assert freed == before - after and freed >= private * 0.9, (before, after, private)
+        assert memory.compiler_kb(proc.pid, "Private_Clean") < max(1024, private / 10)
         assert _ticks(proc, 5, 10) == 5  # still printing: nothing it needs was taken
-        assert memory.compiler_pss_kb(proc.pid) < before / 2  # and they stay out
+        assert memory.compiler_kb(proc.pid, "Private_Clean") < max(2048, private / 5)  # and they stay out
     finally:
         proc.terminate()
         proc.wait(timeout=10)
