@@ -20,6 +20,11 @@ from tests.conftest import ROOT
 SS_OUTPUT = Path(__file__).parent / "data" / "ss-ltnpmH.txt"
 
 
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("needs root for ip netns")
+
+
 def _with_fake_ss(tmp_path: Path, text: str) -> dict[str, str]:
     ss = tmp_path / "bin" / "ss"
     ss.parent.mkdir()
@@ -152,8 +157,7 @@ def test_threads_of_a_process_with_a_hostile_thread_name() -> None:
 def test_processes_csv_names_each_process_of_a_namespace_with_its_cgroup(tmp_path: Path) -> None:
     """A namespace that is not the host's: every process living in it gets a row (who owns the
     namespace), with /proc/PID/cgroup's lines joined by ';' as analysis/cgroups.py reads them."""
-    if os.geteuid() != 0:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)("needs root for ip netns")
+    _need_root()
     name = f"tq-test-members-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "30"])
@@ -198,8 +202,7 @@ def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> N
     ceil(count / N) lists them (sockstat.csv tw_listed = 1), the first one always, and
     tw_sockets.csv has rows at those samples only. 60 real TIME_WAIT sockets in a fresh
     namespace (dev/port_churn.py: 12 listeners, 5 client-closed connections each)."""
-    if os.geteuid() != 0:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)("needs root for ip netns")
+    _need_root()
     name = f"tq-test-tw-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
