@@ -108,6 +108,32 @@ def test_ctrl_c_stops_cleanly(kernel, tmp_path: Path, duration: str, complete: b
     Run.open(run_dir).validate_all()
 
 
+def test_the_capture_ends_after_its_samplers_last_sample(kernel, tmp_path: Path) -> None:
+    """Stopped, each sampler takes one last sample; the capture waits for it before it
+    merges and removes the samples. With ss slowed to 1 s a call that sample outlasts
+    the subshell the sampler was started in (TERM ends that at once): watching only
+    the subshell, the capture removed the samples under the sampler (a CI run)."""
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    (slow / "ss").write_text(f'#!/bin/sh\nsleep 1\nexec {shutil.which("ss")} "$@"\n')
+    (slow / "ss").chmod(0o755)
+    run_dir = tmp_path / "run"
+    r = subprocess.run(
+        [CAPTURE, "--tier", "sampled", "-d", "2", "-q", "--no-report", "-o", str(run_dir)],
+        env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and "No such file" not in r.stderr and "cannot remove" not in r.stderr, r.stderr
+    assert subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True).returncode == 1, "a sampler outlived it"
+    assert not (run_dir / "samples").exists()
+    run = Run.open(run_dir)
+    run.validate_all()
+    # The last sample is the one taken after the stop, past the 2 s of the duration.
+    assert run.table("sockstat")["time_s"].max() >= run.metadata["started_epoch"] + 2, run.table("sockstat")
+
+
 def test_bad_arguments_get_clear_errors(tmp_path: Path) -> None:
     for args, message in (
         (["--netns", "no-such-ns-xyz"], "network namespace 'no-such-ns-xyz' does not exist"),
