@@ -93,12 +93,13 @@ def bpftrace_pids(pid: int) -> list[int]:
     return found
 
 
-def release_compiler_pages(pid: int) -> int:
+def release_compiler_pages(pid: int, measure: bool = True) -> int:
     """Page out the compiler libraries of the bpftrace process(es) at or below pid: the kB of
-    PSS that went."""
+    PSS that went (measured from smaps before and after, 9 ms a read here; 0 unmeasured)."""
     freed = 0
     for p in bpftrace_pids(pid):
-        before = compiler_kb(p)
+        before = compiler_kb(p) if measure else 0
         page_out(p, compiler_ranges(p))
-        freed += max(0, before - compiler_kb(p))
+        if measure:
+            freed += max(0, before - compiler_kb(p))
     return freed
