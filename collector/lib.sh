@@ -371,8 +371,16 @@ py_helper() { (trap '' INT && exec "$(venv_python)" "$@"); }
 # Addresses come from 198.18.0.0/15, the range RFC 2544 sets aside for
 # benchmarking, and live only inside the namespaces this creates; the host
 # never routes to them. Registers its own cleanup.
+#   make_netns_pair A A_IP B B_IP [path]
+# With "path" the pair runs through a third namespace, the network between the
+# two hosts: a bridge between two veth pairs, in a namespace with no name (not in
+# `ip netns list`), held by a process of this run (PATH_NS_PID; it goes with the
+# lab, or with its TQ_OWNER marker when the next run reaps). A lab drops packets
+# there (nsenter --target "$PATH_NS_PID" --net nft ...): on neither host, as on a
+# real path, so a trainee's `nft list ruleset` on the server shows nothing.
+PATH_NS_PID=""
 make_netns_pair() {
-	local a=$1 a_ip=$2 b=$3 b_ip=$4 veth_a veth_b
+	local a=$1 a_ip=$2 b=$3 b_ip=$4 path=${5:-} veth_a veth_b
 	veth_a="va${RANDOM}" veth_b="vb${RANDOM}"
 	state_own netns "$a"
 	ip netns add "$a" || die "cannot create network namespace $a"
@@ -380,11 +388,35 @@ make_netns_pair() {
 	state_own netns "$b"
 	ip netns add "$b" || die "cannot create network namespace $b"
 	cleanup_push "ip netns pids '$b' | xargs -r kill -9; ip netns del '$b'"
-	ip link add "$veth_a" netns "$a" type veth peer name "$veth_b" netns "$b"
+	if [[ $path == path ]]; then
+		make_path_netns
+		ip link add "$veth_a" netns "$a" type veth peer name pa netns "$PATH_NS_PID"
+		ip link add "$veth_b" netns "$b" type veth peer name pb netns "$PATH_NS_PID"
+		in_netns "pid:$PATH_NS_PID" ip link set pa master br0 up
+		in_netns "pid:$PATH_NS_PID" ip link set pb master br0 up
+	else
+		ip link add "$veth_a" netns "$a" type veth peer name "$veth_b" netns "$b"
+	fi
 	ip -n "$a" addr add "$a_ip/24" dev "$veth_a"
 	ip -n "$b" addr add "$b_ip/24" dev "$veth_b"
 	ip -n "$a" link set lo up
 	ip -n "$b" link set lo up
 	ip -n "$a" link set "$veth_a" up
 	ip -n "$b" link set "$veth_b" up
+}
+
+# The path namespace of make_netns_pair: a sleeping process in a network
+# namespace of its own, with a bridge (no STP: its ports forward at once).
+make_path_netns() {
+	unshare --net sleep infinity </dev/null &>/dev/null &
+	PATH_NS_PID=$!
+	cleanup_push "kill -9 $PATH_NS_PID 2>/dev/null; wait $PATH_NS_PID 2>/dev/null"
+	for _ in $(seq 50); do
+		[[ /proc/$PATH_NS_PID/ns/net -ef /proc/self/ns/net ]] || break
+		kill -0 "$PATH_NS_PID" 2>/dev/null || die "cannot create the path namespace (unshare --net)"
+		nap 0.05
+	done
+	[[ ! /proc/$PATH_NS_PID/ns/net -ef /proc/self/ns/net ]] || die "the path namespace did not appear"
+	in_netns "pid:$PATH_NS_PID" ip link add br0 type bridge stp_state 0
+	in_netns "pid:$PATH_NS_PID" ip link set br0 up
 }

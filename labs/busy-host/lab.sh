@@ -9,14 +9,15 @@
 # thread) and no other. Sourced by scripts/lab, which owns the namespaces, the
 # capture (all four probes) and the cleanup; this file says what runs.
 #
-# Objects (server 198.18.0.1, client 198.18.0.2; every variant runs them all)
+# Objects (server 198.18.0.1, client 198.18.0.2, joined through a bridge in a
+# namespace with no name, the path between them; every variant runs them all)
 #   listeners  small  aqserver :8081, accept delay 2 ms, bursts of 100 every 1 s
 #              heavy  aqserver :8080, backlog 4096, 300 conn/s (healthy under load)
 #              idle   aqserver :8082, backlog 128, no client
 #   flows      clean  iperf3 198.18.0.2:5311 -> :5201 at 200 Mbit/s
 #              lossy  iperf3 198.18.0.2:5312 -> :5202 at 10 Mbit/s (iperf3 --cport
-#                     fixes the data stream's client port, so an nftables rule in
-#                     the server's input hook can drop that flow's packets only)
+#                     fixes the data stream's client port, so an nftables rule on
+#                     the path's bridge can drop that flow's packets only)
 #   loops      loopserver :9000-9003: four threads loop0..loop3, each its own epoll
 #              loop and port; wrk -c8 paced (20 ms think time) on loop N [HOT_LOOP,
 #              default 0], wrk -c2 paced on the next one, the other two idle
@@ -92,6 +93,9 @@ lab_params() {
 	PORT_RANGE=${PORT_RANGE:-40000 40499}
 	LAB_SUMMARY="${FAULT:-nothing} wrong: small listener backlog $BACKLOG, lossy flow ${LOSS_PCT}% loss, loop$HOT_LOOP ${HOT_WORK}/request, $EXHAUST_RATE conn/s to :$EXHAUST_PORT from ports ${PORT_RANGE/ /-}; ${LOAD_SECONDS}s of load"
 	LAB_MAX_SECONDS=$((LOAD_SECONDS + 120))
+	# The lossy flow's drops happen on the path between the hosts, as on a real
+	# network, where a trainee on the server (scripts/train) cannot list them.
+	LAB_PATH=1
 }
 
 # The client's port range is the scenario (all of its ports toward one
@@ -114,11 +118,11 @@ lab_setup_netns() {
 	dev=$(ip -n "$CLI_NS" -o link show type veth | awk -F': ' 'NR == 1 {print $2}' | cut -d@ -f1)
 	[[ -n $dev ]] || die "no veth in $CLI_NS"
 	ip -n "$CLI_NS" link set "$dev" gso_max_segs 8 || die "cannot set gso_max_segs on $dev in $CLI_NS"
-	# Receiver's input hook: to the sender this is loss on the wire (see labs/retransmit).
-	ip netns exec "$SRV_NS" nft -f - <<NFT || die "could not install the nftables drop rule"
-table inet tqloss {
-	chain inp {
-		type filter hook input priority 0; policy accept;
+	# On the path's bridge (LAB_PATH): loss on the wire, seen by neither host.
+	in_netns "pid:$PATH_NS_PID" nft -f - <<NFT || die "could not install the nftables drop rule"
+table bridge tqloss {
+	chain drops {
+		type filter hook forward priority 0; policy accept;
 		ip saddr $CLI_IP tcp sport $LOSSY_CPORT tcp dport $LOSSY_PORT numgen random mod 100 < $LOSS_PCT drop
 	}
 }

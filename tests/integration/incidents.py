@@ -47,6 +47,7 @@ class Incident:
     second_start_error: str  # a second start's stderr while the first ran
     namespaces: list[str]  # the incident's namespaces while it ran
     command_lines: list[str]  # of every process in them, as `ps` shows them to the trainee
+    rulesets: list[str]  # `nft list ruleset` in each of them while it ran
     answer: dict[str, Any]
     debrief: str  # train answer's stdout: the grade (JSON), then the debrief
     log: list[dict[str, Any]]  # the session log's lines
@@ -113,6 +114,8 @@ def run_incident(family: str | None, work: Path) -> Incident:
     second = _train(env, "start", check=False).stderr
     live = namespaces()
     command_lines = [line for ns in live for line in _command_lines(ns)]
+    rulesets = [subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "ruleset"], capture_output=True,
+                               text=True).stdout for ns in live]  # fmt: skip
     mine = work / "mine"
     netns = [a for ns in live for a in ("-n", ns)]
     capture = subprocess.run([str(ROOT / "collector" / "capture"), "-d", str(CAPTURE_SECONDS), "-q", *netns,
@@ -127,7 +130,7 @@ def run_incident(family: str | None, work: Path) -> Incident:
     (trainer_run,) = sorted((work / "state").glob("run-*"))
     return Incident(
         seed=seed, family=family, page=page, second_start_error=second, namespaces=live,
-        command_lines=command_lines, answer=answer,
+        command_lines=command_lines, rulesets=rulesets, answer=answer,
         debrief=debrief, log=log, report=report, report_plot=work / "training-report.png",
         trainer_run=trainer_run, left_after=namespaces() + leftovers("tq-busy-host"),
     )  # fmt: skip

@@ -37,6 +37,8 @@ def test_a_scripted_trainee_gets_full_marks(kernel, incident, family: str | None
         assert not [c for c in servers if flag in c], (flag, servers)
     assert len({re.sub(r"\d+", "N", c) for c in servers if "/aqserver " in c}) == 1, servers
     assert len(inc.namespaces) == 2, inc.namespaces  # the server's and the client's
+    # The lossy flow's drops are on the path (a namespace with no name), in neither host's ruleset.
+    assert not [r for r in inc.rulesets if "drop" in r], inc.rulesets
     graded = inc.graded
     assert graded["total"] == MAX, (inc.answer, drawn.key, graded)
     assert f"Seed {inc.seed}" in inc.debrief and "Fastest to find it:" in inc.debrief
