@@ -117,11 +117,16 @@ def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
 # -- decision: which intervals a thread never waited in --------------------------------------------
 
 
-def _busy_rows(pt: pd.DataFrame, interval: float, cpu: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+def _busy_rows(
+    pt: pd.DataFrame, interval: float, cpu: pd.DataFrame, process_cpu: dict[int, float]
+) -> tuple[pd.Series, pd.Series, pd.Series]:
     """Per row (pt sorted by thread and time): the share of the interval blocked in epoll, whether
     it had events (an idle poller stays out), and whether it was busy: with events, the thread never
     waited and found work at every call; when its CPU time is known, also on the CPU, or no thread
-    of its process waited then."""
+    of its process waited then while the process was on the CPU (a Go server's poller thread is
+    not the one that runs its requests). Not "on the CPU" for a process the scheduler's clock
+    shows idle: a light Go server's poller (5 conn/s, 0.1 % of a CPU), whose few sampled waits
+    ended in other intervals, was called saturated (a CI run, 2026-11-26)."""
     share = wait_share(pt, interval)
     active = pt["events_sum"] >= MIN_EVENTS
     busy = active & (share < MAX_WAIT_SHARE) & (pt["ret_zero"] <= MAX_EMPTY_SHARE * pt["calls"])
@@ -131,7 +136,9 @@ def _busy_rows(pt: pd.DataFrame, interval: float, cpu: pd.DataFrame) -> tuple[pd
     overall = cpu["cpu_overall"].reindex(rows).to_numpy(dtype=float)
     judged = ~np.isnan(overall) | cpu["recorded"].reindex(rows).to_numpy(dtype=bool)
     on_cpu = np.nan_to_num(overall, nan=0.0) >= MIN_CPU_SHARE
-    return share, active, busy & (~judged | on_cpu | ~process_waits)
+    proc = np.array([process_cpu.get(int(pid), np.nan) for pid in pt["pid"]], dtype=float)
+    process_on_cpu = np.isnan(proc) | (proc >= MIN_CPU_SHARE)
+    return share, active, busy & (~judged | on_cpu | (~process_waits & process_on_cpu))
 
 
 def _cpu(pt: pd.DataFrame, sched: dict[tuple[int, int], float]) -> pd.DataFrame:
@@ -154,7 +161,10 @@ def _thread_table(
     (a host where short-lived processes come and go has thousands of threads); and each row's busy flag."""
     pt = pt.sort_values(["pid", "tid", "time_s"], kind="stable")
     cpu = _cpu(pt, sched)
-    share, active, busy = _busy_rows(pt, interval, cpu)
+    process_cpu: dict[int, float] = {}
+    for (pid, _tid), thread_share in sched.items():
+        process_cpu[pid] = process_cpu.get(pid, 0.0) + thread_share
+    share, active, busy = _busy_rows(pt, interval, cpu, process_cpu)
     blocked = share.clip(upper=1.0)
     keys = [pt["pid"], pt["tid"]]
     runs = busy.groupby([pt["pid"], pt["tid"], (~busy).cumsum()]).sum()

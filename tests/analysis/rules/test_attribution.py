@@ -161,3 +161,28 @@ def test_a_thread_that_reads_unblocked_but_comes_back_empty_is_not_saturated() -
     ep.loc[sib, "ret_zero"] = 0  # the same thread finding work at every call: saturated too
     run._cache["ep_loop"] = ep
     assert {f.subject["comm"] for f in epoll.evaluate(run) if f.is_finding} == {"loop-0", "loop-1"}
+
+
+def _schedstat(pid: int, t0: float, cpu_share: dict[int, float], span_s: float = 10.0) -> pd.DataFrame:
+    """threads.csv rows of a process: each thread's CPU share by the scheduler's clock."""
+    rows = []
+    for tid, share in cpu_share.items():
+        for t in (t0, t0 + span_s):
+            rows.append({"time_s": t, "netns": 1, "pid": pid, "tid": tid, "comm": f"t{tid}",
+                         "cpu_ns": int((t - t0) * share * 1e9), "runq_ns": 0})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_a_poller_of_a_process_the_scheduler_shows_idle_is_not_saturated() -> None:
+    """A thread that never waited while no thread of its process did is saturated only when the
+    process was on the CPU: a Go server's poller is not the thread that runs its requests (its
+    sibling burns the CPU: confirmed), but a light server (5 conn/s, 0.1 % of a CPU) whose few
+    sampled waits ended in other intervals was called saturated in a CI run (2026-11-26)."""
+    run = Run.open(fixture_run("epoll-busy"))
+    pid = int(run.table("ep_loop").query("comm == 'httpserver'")["pid"].iloc[0])
+    t0 = float(run.table("ep_loop")["time_s"].min())
+    run._cache["threads"] = _schedstat(pid, t0, {pid: 0.001, pid + 1: 0.97})
+    (f,) = [x for x in epoll.evaluate(run) if x.is_finding]
+    assert (f.subject["pid"], f.subject["tid"]) == (pid, pid)
+    run._cache["threads"] = _schedstat(pid, t0, {pid: 0.001, pid + 1: 0.0005})
+    assert [x for x in epoll.evaluate(run) if x.is_finding] == []
