@@ -141,6 +141,18 @@ def cpu_share_schedstat(threads: pd.DataFrame) -> dict[tuple[int, int], float]:
     return out
 
 
+def process_cpu_per_sample(threads: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, time_s) of threads.csv: the CPU share of the process's threads together since their
+    previous sample (the scheduler's clock; a thread counts from its second sample)."""
+    one = threads.drop_duplicates(["time_s", "pid", "tid"]).sort_values("time_s")
+    by = one.groupby(["pid", "tid"], sort=False)
+    dt = by["time_s"].diff().to_numpy(dtype=float)
+    share = by["cpu_ns"].diff().to_numpy(dtype=float) / (dt * 1e9)
+    rows = one.assign(share=share)[dt > 0]
+    out = rows.groupby(["pid", "time_s"], as_index=False)["share"].sum()
+    return out.astype({"pid": "int64", "time_s": "float64", "share": "float64"})
+
+
 def loop_numbers(rows: pd.DataFrame, interval_s: float) -> dict[str, float | int | None]:
     """A thread's epoll calls over its rows (loop_numbers_of their sums)."""
     sums = {c: int(rows[c].sum()) for c in ("calls", "nb_calls", "events_sum", "ret_full", "ret_zero")}

@@ -26,6 +26,7 @@ from ..derived.epoll import (
     cpu_share_schedstat,
     loop_numbers_of,
     per_thread,
+    process_cpu_per_sample,
     process_wait_share,
     wait_share,
 )
@@ -117,8 +118,18 @@ def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
 # -- decision: which intervals a thread never waited in --------------------------------------------
 
 
+def _process_cpu_of_rows(pt: pd.DataFrame, interval: float, per_sample: pd.DataFrame) -> np.ndarray:
+    """Per row: its process's CPU share at the scheduler's sample nearest the row's interval end
+    (within one interval), NaN where there is none (a process threads.csv does not sample)."""
+    rows = pd.DataFrame({"pid": pt["pid"].astype("int64"), "time_s": pt["time_s"].astype("float64"),
+                         "i": np.arange(len(pt))}).sort_values("time_s")  # fmt: skip
+    got = pd.merge_asof(rows, per_sample.sort_values("time_s"), on="time_s", by="pid", direction="nearest",
+                        tolerance=float(interval))  # fmt: skip
+    return got.sort_values("i")["share"].to_numpy(dtype=float)
+
+
 def _busy_rows(
-    pt: pd.DataFrame, interval: float, cpu: pd.DataFrame, process_cpu: dict[int, float]
+    pt: pd.DataFrame, interval: float, cpu: pd.DataFrame, process_cpu: np.ndarray
 ) -> tuple[pd.Series, pd.Series, pd.Series]:
     """Per row (pt sorted by thread and time): the share of the interval blocked in epoll, whether
     it had events (an idle poller stays out), and whether it was busy: with events, the thread never
@@ -126,7 +137,9 @@ def _busy_rows(
     of its process waited then while the process was on the CPU (a Go server's poller thread is
     not the one that runs its requests). Not "on the CPU" for a process the scheduler's clock
     shows idle: a light Go server's poller (5 conn/s, 0.1 % of a CPU), whose few sampled waits
-    ended in other intervals, was called saturated (a CI run, 2026-11-26)."""
+    ended in other intervals, was called saturated (a CI run, 2026-11-26). Per interval: over a
+    whole run the process share is diluted by the time before and after a load (a saturated
+    GOMAXPROCS=1 server read 0.49)."""
     share = wait_share(pt, interval)
     active = pt["events_sum"] >= MIN_EVENTS
     busy = active & (share < MAX_WAIT_SHARE) & (pt["ret_zero"] <= MAX_EMPTY_SHARE * pt["calls"])
@@ -136,8 +149,7 @@ def _busy_rows(
     overall = cpu["cpu_overall"].reindex(rows).to_numpy(dtype=float)
     judged = ~np.isnan(overall) | cpu["recorded"].reindex(rows).to_numpy(dtype=bool)
     on_cpu = np.nan_to_num(overall, nan=0.0) >= MIN_CPU_SHARE
-    proc = np.array([process_cpu.get(int(pid), np.nan) for pid in pt["pid"]], dtype=float)
-    process_on_cpu = np.isnan(proc) | (proc >= MIN_CPU_SHARE)
+    process_on_cpu = np.isnan(process_cpu) | (process_cpu >= MIN_CPU_SHARE)
     return share, active, busy & (~judged | on_cpu | (~process_waits & process_on_cpu))
 
 
@@ -155,16 +167,13 @@ def _cpu(pt: pd.DataFrame, sched: dict[tuple[int, int], float]) -> pd.DataFrame:
 
 
 def _thread_table(
-    pt: pd.DataFrame, interval: float, sched: dict[tuple[int, int], float]
+    pt: pd.DataFrame, interval: float, sched: dict[tuple[int, int], float], per_sample: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.Series]:
     """A row per thread (pid, tid) with the numbers its finding cites, judged for all rows at once
     (a host where short-lived processes come and go has thousands of threads); and each row's busy flag."""
     pt = pt.sort_values(["pid", "tid", "time_s"], kind="stable")
     cpu = _cpu(pt, sched)
-    process_cpu: dict[int, float] = {}
-    for (pid, _tid), thread_share in sched.items():
-        process_cpu[pid] = process_cpu.get(pid, 0.0) + thread_share
-    share, active, busy = _busy_rows(pt, interval, cpu, process_cpu)
+    share, active, busy = _busy_rows(pt, interval, cpu, _process_cpu_of_rows(pt, interval, per_sample))
     blocked = share.clip(upper=1.0)
     keys = [pt["pid"], pt["tid"]]
     runs = busy.groupby([pt["pid"], pt["tid"], (~busy).cumsum()]).sum()
@@ -344,10 +353,11 @@ def _evaluate(run: RunView) -> list[Finding]:
     interval = float(run.metadata.get("interval_s", 1))
     pt = per_thread(run)
     per_thread_data = bool((pt["tid"] != pt["pid"]).any()) or int(run.metadata.get("data_contract", 2)) >= 3
-    sched = cpu_share_schedstat(run.table("threads"))
+    threads = run.table("threads")
+    sched, per_sample = cpu_share_schedstat(threads), process_cpu_per_sample(threads)
     ls = run.table("listeners")
     pt = _servers(pt, ls)
-    loops = _Loops(pt, ls, interval, per_thread_data, *_thread_table(pt, interval, sched))
+    loops = _Loops(pt, ls, interval, per_thread_data, *_thread_table(pt, interval, sched, per_sample))
     found = (_evaluate_thread(run, loops, th) for th in loops.threads.itertuples())
     return [f for f in found if f is not None]
 

@@ -163,13 +163,13 @@ def test_a_thread_that_reads_unblocked_but_comes_back_empty_is_not_saturated() -
     assert {f.subject["comm"] for f in epoll.evaluate(run) if f.is_finding} == {"loop-0", "loop-1"}
 
 
-def _schedstat(pid: int, t0: float, cpu_share: dict[int, float], span_s: float = 10.0) -> pd.DataFrame:
-    """threads.csv rows of a process: each thread's CPU share by the scheduler's clock."""
+def _schedstat(pid: int, t0: float, cpu_share: dict[int, float], span_s: int = 12) -> pd.DataFrame:
+    """threads.csv rows of a process, a sample a second: each thread's CPU share by the scheduler's clock."""
     rows = []
     for tid, share in cpu_share.items():
-        for t in (t0, t0 + span_s):
-            rows.append({"time_s": t, "netns": 1, "pid": pid, "tid": tid, "comm": f"t{tid}",
-                         "cpu_ns": int((t - t0) * share * 1e9), "runq_ns": 0})  # fmt: skip
+        for t in range(span_s + 1):
+            rows.append({"time_s": t0 + t, "netns": 1, "pid": pid, "tid": tid, "comm": f"t{tid}",
+                         "cpu_ns": int(t * share * 1e9), "runq_ns": 0})  # fmt: skip
     return pd.DataFrame(rows)
 
 
