@@ -87,7 +87,7 @@ func main() {
 
 func parseFlags() (config, error) {
 	var cfg config
-	flag.StringVar(&cfg.listen, "listen", "", "IPv4 `addr:port` to listen on (required), e.g. 198.18.0.1:8080")
+	flag.StringVar(&cfg.listen, "listen", "", "`addr:port` to listen on (required), e.g. 198.18.0.1:8080 or [2001:2::1]:8080")
 	flag.IntVar(&cfg.backlog, "backlog", 0, "listen(2) backlog; 0 uses net.Listen, which passes net.core.somaxconn (the kernel also caps any value at somaxconn)")
 	flag.DurationVar(&cfg.acceptDelay, "accept-delay", 0, "sleep after each successful accept (models a slow accept path)")
 	flag.StringVar(&cfg.delayDist, "accept-delay-dist", "fixed", "`fixed|exp`: every delay is -accept-delay, or drawn from an exponential distribution with that mean (an M/M/1/K server)")
@@ -328,23 +328,19 @@ func (s *server) waitHandlers(grace time.Duration) {
 // way to choose the backlog, which is the very knob this lab turns.
 func listen(addr string, backlog int) (net.Listener, error) {
 	if backlog == 0 {
-		return net.Listen("tcp4", addr)
+		return net.Listen("tcp", addr)
 	}
 
-	tcpAddr, err := net.ResolveTCPAddr("tcp4", addr)
+	tcpAddr, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	sa := &syscall.SockaddrInet4{Port: tcpAddr.Port}
-	if tcpAddr.IP != nil {
-		ip4 := tcpAddr.IP.To4()
-		if ip4 == nil {
-			return nil, fmt.Errorf("%s: not an IPv4 address", addr)
-		}
-		copy(sa.Addr[:], ip4)
+	family, sa, err := labutil.ListenSockaddr(tcpAddr.IP, tcpAddr.Port)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socket: %w", err)
 	}

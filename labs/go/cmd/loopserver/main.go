@@ -101,7 +101,7 @@ func main() {
 func parseFlags() (config, error) {
 	var cfg config
 	var work string
-	flag.StringVar(&cfg.listen, "listen", "", "IPv4 `addr:port` of loop 0 (required); loop i listens on port + i (port 0: each loop an ephemeral port)")
+	flag.StringVar(&cfg.listen, "listen", "", "`addr:port` of loop 0 (required; IPv4 or [IPv6]); loop i listens on port + i (port 0: each loop an ephemeral port)")
 	flag.IntVar(&cfg.loops, "loops", 4, "number of event-loop threads")
 	flag.StringVar(&work, "work", "0s", "CPU spun per request, per loop: a comma-separated `list` of Go durations, loop 0 first; the last one applies to the remaining loops")
 	flag.IntVar(&cfg.backlog, "backlog", 1024, "listen(2) backlog of each loop's socket")
@@ -167,9 +167,9 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil || base < 0 || base+cfg.loops-1 > 65535 {
 		return fmt.Errorf("-listen %s: bad port", cfg.listen)
 	}
-	ip := net.ParseIP(host).To4()
+	ip := net.ParseIP(host)
 	if ip == nil {
-		return fmt.Errorf("-listen %s: not an IPv4 address", cfg.listen)
+		return fmt.Errorf("-listen %s: not an IP address", cfg.listen)
 	}
 
 	loops := make([]*loop, cfg.loops)
@@ -271,17 +271,18 @@ func newLoop(i int, ip net.IP, port, backlog int, work time.Duration) (*loop, er
 		l.close()
 		return nil, fmt.Errorf("loop %d: %s: %w", i, what, err)
 	}
-	var err error
-	if l.lfd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0); err != nil {
+	family, sa, err := labutil.ListenSockaddr(ip, port)
+	if err != nil {
+		return fail("address", err)
+	}
+	if l.lfd, err = syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0); err != nil {
 		return fail("socket", err)
 	}
 	if err = syscall.SetsockoptInt(l.lfd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
 		return fail("setsockopt SO_REUSEADDR", err)
 	}
-	sa := &syscall.SockaddrInet4{Port: port}
-	copy(sa.Addr[:], ip)
 	if err = syscall.Bind(l.lfd, sa); err != nil {
-		return fail(fmt.Sprintf("bind %s:%d", ip, port), err)
+		return fail("bind "+net.JoinHostPort(ip.String(), strconv.Itoa(port)), err)
 	}
 	if err = syscall.Listen(l.lfd, backlog); err != nil {
 		return fail("listen", err)
@@ -290,7 +291,7 @@ func newLoop(i int, ip net.IP, port, backlog int, work time.Duration) (*loop, er
 	if err != nil {
 		return fail("getsockname", err)
 	}
-	l.stats.Listen = net.JoinHostPort(ip.String(), strconv.Itoa(got.(*syscall.SockaddrInet4).Port))
+	l.stats.Listen = net.JoinHostPort(ip.String(), strconv.Itoa(labutil.SockaddrPort(got)))
 	var p [2]int
 	if err = syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
 		return fail("pipe", err)

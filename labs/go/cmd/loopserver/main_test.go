@@ -155,6 +155,26 @@ func TestLoopsServeFromTheirOwnNamedThreads(t *testing.T) {
 	}
 }
 
+// Over IPv6 too (the training incidents draw either family): each loop listens
+// on the IPv6 address it is given, port + i, and answers there.
+func TestLoopsListenOnAnIPv6Address(t *testing.T) {
+	addrs, stop := startServer(t, config{listen: "[::1]:0", loops: 2, work: []time.Duration{0, 0}, backlog: 16})
+	for _, a := range addrs {
+		if !strings.HasPrefix(a, "[::1]:") {
+			t.Errorf("loop listens on %s, want [::1]:port", a)
+		}
+		c, err := net.Dial("tcp6", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		get(t, c, bufio.NewReader(c), 1)
+		c.Close()
+	}
+	if st := stop(); st.Loops[0].Requests != 1 || st.Loops[1].Requests != 1 {
+		t.Errorf("stats %+v: want one request per loop", st)
+	}
+}
+
 // A loop whose handler costs more than its clients leave it never waits: its
 // thread's CPU time is the load's length, while an idle loop beside it spends
 // its life blocked in epoll_wait. What the lab's saturated-loop variant rests on.

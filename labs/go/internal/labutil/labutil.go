@@ -121,3 +121,35 @@ func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// ListenSockaddr is the socket family and bind address of ip:port for a
+// listener the labs make with raw syscalls (to choose the backlog, which
+// net.Listen does not let them): AF_INET for an IPv4 address (or none: any
+// IPv4 address), AF_INET6 for an IPv6 one, so that a lab runs over either.
+func ListenSockaddr(ip net.IP, port int) (int, syscall.Sockaddr, error) {
+	if ip == nil {
+		return syscall.AF_INET, &syscall.SockaddrInet4{Port: port}, nil
+	}
+	if ip4 := ip.To4(); ip4 != nil {
+		sa := &syscall.SockaddrInet4{Port: port}
+		copy(sa.Addr[:], ip4)
+		return syscall.AF_INET, sa, nil
+	}
+	if ip16 := ip.To16(); ip16 != nil {
+		sa := &syscall.SockaddrInet6{Port: port}
+		copy(sa.Addr[:], ip16)
+		return syscall.AF_INET6, sa, nil
+	}
+	return 0, nil, fmt.Errorf("%q is not an IP address", ip)
+}
+
+// SockaddrPort is the port of an AF_INET or AF_INET6 address (getsockname's).
+func SockaddrPort(sa syscall.Sockaddr) int {
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return a.Port
+	case *syscall.SockaddrInet6:
+		return a.Port
+	}
+	return 0
+}

@@ -120,3 +120,19 @@ func TestParseFlagsFromTheEnvironmentFirst(t *testing.T) {
 		t.Errorf("a stray word in %s: %v", FlagsEnv, err)
 	}
 }
+
+func TestListenSockaddrByFamily(t *testing.T) {
+	for _, tc := range []struct {
+		ip     string
+		family int
+		port   int
+	}{{"198.18.0.1", syscall.AF_INET, 8080}, {"2001:2::1", syscall.AF_INET6, 8081}, {"", syscall.AF_INET, 80}} {
+		family, sa, err := ListenSockaddr(net.ParseIP(tc.ip), tc.port)
+		if err != nil || family != tc.family || SockaddrPort(sa) != tc.port {
+			t.Errorf("%q: family %d port %d err %v, want %d %d", tc.ip, family, SockaddrPort(sa), err, tc.family, tc.port)
+		}
+	}
+	if _, _, err := ListenSockaddr(net.IP{1, 2, 3}, 80); err == nil {
+		t.Error("a 3-byte address: no error")
+	}
+}
