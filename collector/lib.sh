@@ -367,10 +367,10 @@ venv_python() { printf '%s/.venv/bin/python' "$PACK_ROOT"; }
 #   py_helper SCRIPT.py ARGS...
 py_helper() { (trap '' INT && exec "$(venv_python)" "$@"); }
 
-# Two namespaces joined by a veth pair: "<a> <a_ip>/24" <-> "<b> <b_ip>/24".
-# Addresses come from 198.18.0.0/15, the range RFC 2544 sets aside for
-# benchmarking, and live only inside the namespaces this creates; the host
-# never routes to them. Registers its own cleanup.
+# Two namespaces joined by a veth pair: "<a> <a_ip>/24" <-> "<b> <b_ip>/24"
+# (IPv6 addresses: /64). Addresses come from 198.18.0.0/15 or 2001:2::/48, the
+# ranges RFC 2544 and RFC 5180 set aside for benchmarking, and live only inside
+# the namespaces this creates; the host never routes to them. Registers its own cleanup.
 #   make_netns_pair A A_IP B B_IP [path]
 # With "path" the pair runs through a third namespace, the network between the
 # two hosts: a bridge between two veth pairs, in a namespace with no name (not in
@@ -397,12 +397,25 @@ make_netns_pair() {
 	else
 		ip link add "$veth_a" netns "$a" type veth peer name "$veth_b" netns "$b"
 	fi
-	ip -n "$a" addr add "$a_ip/24" dev "$veth_a"
-	ip -n "$b" addr add "$b_ip/24" dev "$veth_b"
+	# An IPv6 address is usable at once (nodad): duplicate address detection would
+	# hold it "tentative" for a second or two, and a server's bind fail meanwhile.
+	if [[ $a_ip == *:* ]]; then
+		ip -n "$a" addr add "$a_ip/64" dev "$veth_a" nodad
+		ip -n "$b" addr add "$b_ip/64" dev "$veth_b" nodad
+	else
+		ip -n "$a" addr add "$a_ip/24" dev "$veth_a"
+		ip -n "$b" addr add "$b_ip/24" dev "$veth_b"
+	fi
 	ip -n "$a" link set lo up
 	ip -n "$b" link set lo up
 	ip -n "$a" link set "$veth_a" up
 	ip -n "$b" link set "$veth_b" up
+}
+
+# host_port IP PORT: IP:PORT, the IPv6 address in brackets ([2001:2::1]:8080), as
+# servers, clients and URLs take it.
+host_port() {
+	if [[ $1 == *:* ]]; then echo "[$1]:$2"; else echo "$1:$2"; fi
 }
 
 # The path namespace of make_netns_pair: a sleeping process in a network

@@ -9,8 +9,9 @@
 # thread) and no other. Sourced by scripts/lab, which owns the namespaces, the
 # capture (all four probes) and the cleanup; this file says what runs.
 #
-# Objects (server 198.18.0.1, client 198.18.0.2, joined through a bridge in a
-# namespace with no name, the path between them; every variant runs them all)
+# Objects (server 198.18.0.1, client 198.18.0.2, or with IP_VERSION=6 2001:2::1
+# and 2001:2::2, joined through a bridge in a namespace with no name, the path
+# between them; every variant runs them all)
 #   listeners  small  aqserver :8081, accept delay 2 ms, bursts of 100 every 1 s
 #              heavy  aqserver :8080, backlog 4096, 300 conn/s (healthy under load)
 #              idle   aqserver :8082, backlog 128, no client
@@ -47,6 +48,8 @@
 # endpoint: the client's EADDRNOTAVAIL count; per loop thread: CPU share).
 
 LAB_VARIANTS=(listener flow loop ports healthy)
+# Over IPv4 or IPv6 (IP_VERSION, scripts/lab): training incidents draw either.
+LAB_IP_VERSIONS=(4 6)
 # The lab is about telling objects of every family apart: all four probes.
 LAB_PROBES=accept_queue,retransmits,time_wait,epoll
 LAB_BINARIES=(aqserver connload loopserver)
@@ -119,11 +122,13 @@ lab_setup_netns() {
 	[[ -n $dev ]] || die "no veth in $CLI_NS"
 	ip -n "$CLI_NS" link set "$dev" gso_max_segs 8 || die "cannot set gso_max_segs on $dev in $CLI_NS"
 	# On the path's bridge (LAB_PATH): loss on the wire, seen by neither host.
+	local nft_ip=ip
+	[[ $CLI_IP != *:* ]] || nft_ip=ip6
 	in_netns "pid:$PATH_NS_PID" nft -f - <<NFT || die "could not install the nftables drop rule"
 table bridge tqloss {
 	chain drops {
 		type filter hook forward priority 0; policy accept;
-		ip saddr $CLI_IP tcp sport $LOSSY_CPORT tcp dport $LOSSY_PORT numgen random mod 100 < $LOSS_PCT drop
+		$nft_ip saddr $CLI_IP tcp sport $LOSSY_CPORT tcp dport $LOSSY_PORT numgen random mod 100 < $LOSS_PCT drop
 	}
 }
 NFT
@@ -153,7 +158,7 @@ start_aq() {
 	shift 3
 	ln -sfn "aq-$port.json" "$work/$name.json"
 	TQ_SERVER_FLAGS="-backlog $backlog $*" ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/aqserver" \
-		-listen "$SRV_IP:$port" -duration "${LAB_MAX_SECONDS}s" -ready-file "$work/aq-$port.ready" \
+		-listen "$(host_port "$SRV_IP" "$port")" -duration "${LAB_MAX_SECONDS}s" -ready-file "$work/aq-$port.ready" \
 		-stats "$work/aq-$port.json" 2>"$work/$name.err" &
 	pid=$!
 	cleanup_push "stop_process $pid TERM 5"
@@ -183,7 +188,7 @@ start_loopserver() {
 		if ((i == HOT_LOOP)); then works+=("$HOT_WORK"); else works+=("$LOOP_WORK"); fi
 	done
 	TQ_SERVER_FLAGS="-work $(IFS=,; echo "${works[*]}")" ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/loopserver" \
-		-listen "$SRV_IP:$LOOP_PORT" -loops "$LOOPS" -duration "${LAB_MAX_SECONDS}s" \
+		-listen "$(host_port "$SRV_IP" "$LOOP_PORT")" -loops "$LOOPS" -duration "${LAB_MAX_SECONDS}s" \
 		-ready-file "$work/loops.ready" -stats "$work/loops.json" 2>"$work/loops.err" &
 	pid=$!
 	cleanup_push "stop_process $pid TERM 5"
@@ -261,6 +266,8 @@ start_servers() {
 # Every client at once, in the background (start_client); their logs in $run/lab/.
 start_clients() {
 	local connload=$PACK_ROOT/build/bin/connload target=$SRV_IP secs=${LOAD_SECONDS}s
+	# In a URL and in connload's -target an IPv6 address is in brackets.
+	[[ $target != *:* ]] || target="[$target]"
 	# The listeners' clients read to EOF: the server closes first and keeps the
 	# TIME_WAIT (else a quarter of 2400 closes race and land on the client, and
 	# :$HEAVY_PORT would run out of the client's 500 ports too).
@@ -272,8 +279,8 @@ start_clients() {
 		-connect-timeout 2s -out "$run/lab/connects-exhaust.csv"
 	start_client light "$connload" -target "$target:$LIGHT_PORT" -mode rate -rate "$LIGHT_RATE" -duration "$secs" \
 		-connect-timeout 2s -out "$run/lab/connects-light.csv"
-	start_client clean iperf3 -c "$target" -p "$CLEAN_PORT" --cport "$CLEAN_CPORT" -t "$LOAD_SECONDS" -b "$CLEAN_RATE" -J
-	start_client lossy iperf3 -c "$target" -p "$LOSSY_PORT" --cport "$LOSSY_CPORT" -t "$LOAD_SECONDS" -b "$LOSSY_RATE" -J
+	start_client clean iperf3 -c "$SRV_IP" -p "$CLEAN_PORT" --cport "$CLEAN_CPORT" -t "$LOAD_SECONDS" -b "$CLEAN_RATE" -J
+	start_client lossy iperf3 -c "$SRV_IP" -p "$LOSSY_PORT" --cport "$LOSSY_CPORT" -t "$LOAD_SECONDS" -b "$LOSSY_RATE" -J
 	start_client loop-busy wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + HOT_LOOP))/"
 	start_client loop-light wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + LIGHT_LOOP))/"
 }
