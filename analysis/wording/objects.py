@@ -23,26 +23,30 @@ def _or(v: Any, unknown: str) -> str:
     return unknown if is_missing(v) else number(v)
 
 
+def _at(addr: Any, port: Any) -> str:
+    """ADDR:PORT, an IPv6 address in brackets before its port, as the application's own logs
+    write it ([2001:2::1]:8080: without them the port reads as the address's last group)."""
+    a = _or(addr, "an unknown address")
+    return f"[{a}]:{port}" if ":" in a else f"{a}:{port}"
+
+
 def where(s: Mapping[str, Any]) -> str:
     """The object a finding's subject names: a listener, an endpoint, a flow, or connections to one."""
     raddr, port = _or(s.get("raddr"), "an unknown address"), _or(s.get("service_port"), "an unknown port")
     if "service_port" in s and "laddr" not in s and is_missing(s.get("raddr")) and is_missing(s.get("service_port")):
         return "connections whose destination was not recorded"
     if "service_port" in s and "laddr" not in s:
-        return f"connections to {raddr}" + (f":{port}" if not is_missing(s.get("service_port")) else f" ({port})")
+        return "connections to " + (_at(raddr, port) if not is_missing(s.get("service_port")) else f"{raddr} ({port})")
     if "service_port" in s:
         side = f" (we are the {s['we_are']})" if not is_missing(s.get("we_are")) else ""
         if not is_missing(s.get("lport")) and not is_missing(s.get("rport")):
             # One flow: both of its ports.
-            return f"the flow {_or(s.get('laddr'), 'an unknown address')}:{s['lport']} -> {raddr}:{s['rport']}{side}"
+            return f"the flow {_at(s.get('laddr'), s['lport'])} -> {_at(raddr, s['rport'])}{side}"
         return f"{_or(s.get('laddr'), 'an unknown address')} <-> {raddr} port {port}{side}"
     if not is_missing(s.get("lport")):
         if is_missing(s.get("laddr")):
             return f"port {s.get('lport')}"
-        laddr = str(s["laddr"])
-        # An IPv6 address in brackets before its port, as the application's own logs write it.
-        at = f"[{laddr}]:{s['lport']}" if ":" in laddr else f"{laddr}:{s['lport']}"
-        return at + (" (dual-stack: IPv4 clients too)" if s.get("dual_stack") is True else "")
+        return _at(s["laddr"], s["lport"]) + (" (dual-stack: IPv4 clients too)" if s.get("dual_stack") is True else "")
     return "a listener not seen by the probe"
 
 
