@@ -5,7 +5,9 @@ key SEED                  the trainer's view: the incident as JSON (lab variant 
                           environment, the answer key, the healthy neighbours)
 grade SEED ANSWER.json    the answer graded against SEED's injected fault (docs/training.md)
       [--hints N] [--minutes M]
-distribution [N]          how seeds 0..N-1 spread over the families (default 100)
+distribution [N] [--ip-version]
+                          how seeds 0..N-1 spread over the families (default 100), and
+                          with --ip-version over IPv4 and IPv6 too
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--plot", type=Path, help="write the plot here (PNG)")
     d = sub.add_parser("distribution", help="how seeds 0..N-1 spread over the families")
     d.add_argument("n", type=int, nargs="?", default=100)
+    d.add_argument("--ip-version", action="store_true", help="per family and IP version")
     return p
 
 
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "report":
         return _report(args)
     else:
-        print(json.dumps(distribution(range(args.n))))
+        print(json.dumps(distribution(range(args.n), by_ip_version=args.ip_version)))
     return 0
 
 

@@ -18,6 +18,7 @@ object blamed costs points; a myth chosen as the fix costs more than a wrong fix
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,12 +110,28 @@ def parse(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def normalise(obj: str | None) -> str | None:
-    """One spelling per object: spaces, IPv4-mapped IPv6 and brackets away, -> for flows."""
+    """One spelling per object: spaces away, -> for flows, each address:port as
+    address:port (IPv4, IPv4-mapped IPv6 too) or [address]:port (IPv6, compressed), so that
+    "[2001:2:0::1]:8080", "2001:2::1:8080" and "[2001:2::1]:8080" are one listener. A name
+    that is not an address (a loop thread) stays as typed, in lower case."""
     if not obj:
         return None
     o = re.sub(r"\s+", "", str(obj)).lower().replace("=>", "->")
-    o = re.sub(r"\[(?:::ffff:)?([0-9.]+)\]", r"\1", o)
-    return o.replace("::ffff:", "")
+    return "->".join(_endpoint(e) for e in o.split("->"))
+
+
+def _endpoint(text: str) -> str:
+    m = re.fullmatch(r"\[([^\]]+)\]:(\d+)|([^\[\]]+):(\d+)", text)
+    if not m:
+        return text
+    host, port = (m[1], m[2]) if m[1] is not None else (m[3], m[4])
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return text
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return f"[{ip.compressed}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
 def grade(incident: Incident, answer: dict[str, Any], hints_used: int = 0, minutes: float = 0.0) -> Grade:

@@ -17,7 +17,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-SRV, CLI = "198.18.0.1", "198.18.0.2"
+# The server's and the client's address by IP version (scripts/lab's, IP_VERSION): an
+# incident runs over either, so a trainee meets IPv6 listeners and flows too.
+ADDRESSES = {4: ("198.18.0.1", "198.18.0.2"), 6: ("2001:2::1", "2001:2::2")}
 
 # family -> the busy-host variant that injects its fault, the cause class the fault is, and
 # the page an on-call would get. None: nothing wrong (the healthy variant).
@@ -96,6 +98,8 @@ def draw(seed: int) -> Incident:
     # The busy event loop (the hot one when the loop is the fault): any of the four threads.
     # Drawn last, so the draws before it are those of the seeds that came before it.
     env["HOT_LOOP"] = str(rng.randrange(LOOPS))
+    env["IP_VERSION"] = str(rng.choice(sorted(ADDRESSES)))
+    srv, cli = addresses(env)
     objects = lab_objects(env)
     faulty = objects[faulty_role(family, env)] if family else None
     return Incident(
@@ -105,7 +109,7 @@ def draw(seed: int) -> Incident:
         lab_env=env,
         key={"family": family or "none", "object": faulty, "cause": fault["cause"]},
         neighbours=sorted(o for o in objects.values() if o != faulty),
-        page=fault["page"].format(srv=SRV, cli=CLI),
+        page=fault["page"].format(srv=srv, cli=cli),
         seconds=int(env["LOAD_SECONDS"]),
     )
 
@@ -113,17 +117,26 @@ def draw(seed: int) -> Incident:
 def lab_objects(env: dict[str, str]) -> dict[str, str]:
     """Every object the lab runs, by role, named as a trainee names it (training/grade.py
     normalises what they type). The faulty one of each family's variant: FAULTY_ROLE."""
-    flow = "{cli}:{c}->{srv}:{s}"
+    srv, cli = addresses(env)
+
+    def at(ip: str, port: str) -> str:
+        return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
     return {
-        "listener_heavy": f"{SRV}:{env['HEAVY_PORT']}",
-        "listener_small": f"{SRV}:{env['SMALL_PORT']}",
-        "listener_idle": f"{SRV}:{env['IDLE_PORT']}",
-        "flow_clean": flow.format(cli=CLI, c=env["CLEAN_CPORT"], srv=SRV, s=env["CLEAN_PORT"]),
-        "flow_lossy": flow.format(cli=CLI, c=env["LOSSY_CPORT"], srv=SRV, s=env["LOSSY_PORT"]),
+        "listener_heavy": at(srv, env["HEAVY_PORT"]),
+        "listener_small": at(srv, env["SMALL_PORT"]),
+        "listener_idle": at(srv, env["IDLE_PORT"]),
+        "flow_clean": f"{at(cli, env['CLEAN_CPORT'])}->{at(srv, env['CLEAN_PORT'])}",
+        "flow_lossy": f"{at(cli, env['LOSSY_CPORT'])}->{at(srv, env['LOSSY_PORT'])}",
         **{f"loop{i}": f"loop{i}" for i in range(LOOPS)},
-        "endpoint_exhaust": f"{SRV}:{env['EXHAUST_PORT']}",
-        "endpoint_light": f"{SRV}:{env['LIGHT_PORT']}",
+        "endpoint_exhaust": at(srv, env["EXHAUST_PORT"]),
+        "endpoint_light": at(srv, env["LIGHT_PORT"]),
     }
+
+
+def addresses(env: dict[str, str]) -> tuple[str, str]:
+    """The server's and the client's address of an incident (IPv4 when it does not say)."""
+    return ADDRESSES[int(env.get("IP_VERSION", "4"))]
 
 
 # The role each family's variant makes faulty (labs/busy-host/lab.sh, "Variants"); the
@@ -140,10 +153,14 @@ def faulty_role(family: str, env: dict[str, str]) -> str:
     return FAULTY_ROLE[family].format(**env)
 
 
-def distribution(seeds: range) -> dict[str, int]:
-    """How many incidents of each family SEEDS draw ("none": a healthy host)."""
+def distribution(seeds: range, by_ip_version: bool = False) -> dict[str, int]:
+    """How many incidents of each family SEEDS draw ("none": a healthy host); by_ip_version:
+    of each family over each IP version ("accept_queue ipv6")."""
     out: dict[str, int] = {}
     for s in seeds:
-        name = draw(s).family or "none"
+        inc = draw(s)
+        name = inc.family or "none"
+        if by_ip_version:
+            name += f" ipv{inc.lab_env['IP_VERSION']}"
         out[name] = out.get(name, 0) + 1
     return out

@@ -30,7 +30,6 @@ from tests.integration.test_family_labs import run_lab
 
 pytestmark = pytest.mark.integration
 
-SRV, CLI = "198.18.0.1", "198.18.0.2"
 VARIANTS = ["listener", "flow", "loop", "ports", "healthy"]
 EADDRNOTAVAIL = 99
 
@@ -54,6 +53,11 @@ def verdicts(run: Run) -> dict[str, Any]:
 
 def describe(f: dict[str, Any]) -> str:
     return f"{f['kind']} {f['status']} {f.get('cause_class')} {json.dumps(f['subject'], sort_keys=True)}"
+
+
+def srv_ip(run: Run) -> str:
+    """The server's address: the incident's IPv4 or IPv6 one (lab.json, as scripts/lab set it)."""
+    return str(run.lab["server"]["addr"])
 
 
 def srv_ns(run: Run) -> int:
@@ -81,7 +85,7 @@ def names_listener(run: Run, f: dict[str, Any], port: int) -> bool:
     return (
         f["kind"] == "accept_queue_overflow"
         and s.get("netns") == srv_ns(run)
-        and s.get("laddr") == SRV
+        and s.get("laddr") == srv_ip(run)
         and s.get("lport") == port
     )
 
@@ -153,7 +157,7 @@ def is_consequence(run: Run, variant: str, f: dict[str, Any]) -> bool:
         and f["kind"] == "retransmit_storm"
         and f.get("cause_class") in ("remote_accept_queue_full", "local_accept_queue_full")
         and s.get("service_port") == port
-        and SRV in (s.get("laddr"), s.get("raddr"))
+        and srv_ip(run) in (s.get("laddr"), s.get("raddr"))
     )
 
 
@@ -324,7 +328,7 @@ def test_listeners_depth_and_accepts_vs_the_kernel_and_servers(kernel, busy_host
     overflows = int(counters.per_sample(run, srv_ns(run), ["ListenOverflows"])["ListenOverflows"].sum())
     misses = run.metadata["probes"]["accept_queue"]["recursion_misses"]
     for ls in run.lab["listeners"]:
-        rows = aq[(aq["netns"] == srv_ns(run)) & (aq["laddr"] == SRV) & (aq["lport"] == ls["port"])]
+        rows = aq[(aq["netns"] == srv_ns(run)) & (aq["laddr"] == srv_ip(run)) & (aq["lport"] == ls["port"])]
         if ls["name"] == "idle":
             assert rows.empty or int(rows["enqueues"].sum()) == 0, rows
             continue
@@ -348,7 +352,7 @@ def test_listeners_depth_and_accepts_vs_the_kernel_and_servers(kernel, busy_host
 def listener_drops(run: Run, port: int) -> int:
     """The listener's own drop counter (sk_drops, listeners.csv) over the run: last less first."""
     t = run.table("listeners")
-    d = t[(t["netns"] == srv_ns(run)) & (t["laddr"] == SRV) & (t["lport"] == port)]["drops"].dropna()
+    d = t[(t["netns"] == srv_ns(run)) & (t["laddr"] == srv_ip(run)) & (t["lport"] == port)]["drops"].dropna()
     assert len(d) >= 2, f"no drop counter for :{port}"
     return int(d.iloc[-1] - d.iloc[0])
 

@@ -79,6 +79,11 @@ def test_hints_and_time_cost_points() -> None:
 def test_one_spelling_per_object() -> None:
     assert normalise("[::ffff:198.18.0.1]:8097") == normalise(" 198.18.0.1:8097") == "198.18.0.1:8097"
     assert normalise("198.18.0.2:5327 => 198.18.0.1:5245") == "198.18.0.2:5327->198.18.0.1:5245"
+    # IPv6: with or without brackets, in any spelling of the address, one object.
+    assert normalise("[2001:2:0::1]:8097") == normalise("2001:2::1:8097") == "[2001:2::1]:8097"
+    assert normalise("[2001:0002::2]:5327 -> [2001:2::1]:5245") == "[2001:2::2]:5327->[2001:2::1]:5245"
+    assert normalise("[2001:2::1]:8097") != normalise("[2001:2::1]:8098")
+    assert normalise("Loop2") == "loop2"
 
 
 @pytest.mark.parametrize(

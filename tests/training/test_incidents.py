@@ -56,3 +56,16 @@ def test_the_page_gives_nothing_away() -> None:
         assert inc.key["object"] is None or inc.key["object"] not in page
         for word in ("backlog", "accept queue", "time_wait", "epoll", "retransmit", "loss", inc.variant):
             assert word not in page, (seed, word, page)
+
+
+def test_incidents_run_over_ipv4_and_ipv6() -> None:
+    """Each family comes up over both IP versions; an IPv6 incident names its objects as a
+    trainee writes them, the address in brackets, and its page gives the IPv6 addresses."""
+    drawn = [draw(s) for s in range(100)]
+    versions = {(d.family, d.lab_env["IP_VERSION"]) for d in drawn}
+    assert versions == {(f, v) for f in ("accept_queue", "retransmits", "epoll", "time_wait", None) for v in "46"}
+    v6 = next(d for d in drawn if d.family == "retransmits" and d.lab_env["IP_VERSION"] == "6")
+    assert v6.key["object"].startswith("[2001:2::2]:") and "->[2001:2::1]:" in v6.key["object"]
+    assert "2001:2::1" in v6.page and "198.18" not in v6.page
+    v4 = next(d for d in drawn if d.family == "accept_queue" and d.lab_env["IP_VERSION"] == "4")
+    assert v4.key["object"].startswith("198.18.0.1:")

@@ -42,3 +42,6 @@ def test_a_bad_answer_file_names_its_line(tmp_path: Path) -> None:
 def test_the_distribution_of_a_hundred_seeds(capsys) -> None:
     assert main(["distribution", "100"]) == 0
     assert sum(json.loads(capsys.readouterr().out).values()) == 100
+    assert main(["distribution", "100", "--ip-version"]) == 0
+    by_version = json.loads(capsys.readouterr().out)
+    assert sum(by_version.values()) == 100 and {"time_wait ipv4", "time_wait ipv6"} <= set(by_version)
