@@ -15,7 +15,7 @@ from tests.conftest import ROOT
 TOOL_DIRS = ("collector", "scripts", "dev", "dev/vm")
 
 
-RUFF_PATHS = ("analysis", "monitor", "training", "tests", "dev", "labs", "scripts/sysctl-profile")
+RUFF_PATHS = ("analysis", "monitor", "training", "tests", "dev", "labs", "notebooks", "scripts/sysctl-profile")
 
 
 def _tools() -> list[Path]:
