@@ -52,7 +52,7 @@ demo: setup ## run the accept-overflow lab end to end and print the run director
 	@collector/doctor -q || { echo "doctor: tracepoints do not attach here; see build/doctor.json" >&2; exit 1; }
 	@scripts/lab accept-overflow $(VARIANT)
 
-test: setup ## run the whole test suite (unit + integration with real bpftrace; dev/test-suite)
+test: ## set up, then run the whole test suite (unit + integration with real bpftrace; dev/test-suite)
 	@dev/test-suite $(PYTEST_ARGS)
 
 lab: setup ## run a lab: make lab LAB=accept-overflow VARIANT=stall
