@@ -60,6 +60,13 @@ MAX_EMPTY_SHARE = 0.1
 # (sysmon, ~2 ms of CPU a second) finds events at every non-blocking poll while the thread that
 # runs the goroutines seldom calls epoll, and no thread of the process ever waits there.
 MIN_CPU_SHARE = 0.5
+# The second case needs the process on the CPU in that interval (threads.csv schedstat): a
+# light Go server (0.1 % of a CPU) whose few sampled waits ended in other intervals is not
+# saturated. A lower bar than a thread's own: the saturated GOMAXPROCS=1 httpserver of the
+# epoll lab read 0.83-1.01 of a CPU per interval alone, and dipped to 0.31 with a CPU-bound
+# process beside it (2026-11-26), which cut its run of busy intervals short and lost its
+# finding in a CI run on a slow day.
+MIN_PROCESS_CPU_SHARE = 0.2
 
 
 @dataclass
@@ -149,7 +156,7 @@ def _busy_rows(
     overall = cpu["cpu_overall"].reindex(rows).to_numpy(dtype=float)
     judged = ~np.isnan(overall) | cpu["recorded"].reindex(rows).to_numpy(dtype=bool)
     on_cpu = np.nan_to_num(overall, nan=0.0) >= MIN_CPU_SHARE
-    process_on_cpu = np.isnan(process_cpu) | (process_cpu >= MIN_CPU_SHARE)
+    process_on_cpu = np.isnan(process_cpu) | (process_cpu >= MIN_PROCESS_CPU_SHARE)
     return share, active, busy & (~judged | on_cpu | (~process_waits & process_on_cpu))
 
 

@@ -192,8 +192,15 @@ def _overflow_and_check(stack: dict, procs: Children) -> None:
     assert value(f'tq_listener_accepted_total{{{sel},lport="8080"}}') > 100
     assert value(f'tq_netns_listen_overflows_total{{netns="{ns_inode}"}}') > 0
     assert value(f'tq_netns_info{{netns="{ns_inode}",name="{NS}"}}') == 1
-    # The clients in the namespace re-sent SYNs toward the slow listener only.
-    syn = _query(prom, f'tq_endpoint_retrans_syn_segments_total{{netns="{ns_inode}",side="client"}} > 0')
+    # The clients in the namespace re-sent SYNs toward the slow listener only. Waited for: the
+    # alert can fire before the retransmits probe's interval with the first SYN retries is
+    # scraped (a CI run on a slow day queried too early and found none).
+    syn = wait_for(
+        "SYN retransmit series",
+        lambda: _query(prom, f'tq_endpoint_retrans_syn_segments_total{{netns="{ns_inode}",side="client"}} > 0'),
+        30,
+        1,
+    )
     assert {r["metric"]["port"] for r in syn} == {"8081"}, syn
 
     # Both families run in one bpftrace (scripts/monitor --one-process: collector/probe-bundle).

@@ -122,8 +122,11 @@ def test_accept_queue_both_tiers_count_the_same_on_one_run(side_by_side) -> None
     # The reference's plain-map increments can each lose one when two CPUs queue at once
     # (its header); events the kernel skipped either tier's programs for are counted by none.
     misses = (run.metadata["probes"]["accept_queue"]["recursion_misses"] or 0) + ref_misses
+    # The raw tier counts per CPU and loses none; the reference may be short (587 against the
+    # raw tier's 600 and the server's 600 in a CI run, 2026-11-26).
     enq_ref, enq_raw = int(ref["enqueues"].sum()), int(raw["enqueues"].sum())
-    assert enq_ref > 100 and abs(enq_ref - enq_raw) <= max(3, 0.02 * enq_ref) + misses, (enq_ref, enq_raw, misses)
+    assert enq_ref > 100 and -3 - misses <= enq_raw - enq_ref <= max(3, 0.03 * enq_ref) + misses, (
+        enq_ref, enq_raw, misses)  # fmt: skip
     full_ref, full_raw = int(ref["full_events"].sum()), int(raw["full_events"].sum())
     # Each program reads the depth at its own moment of the same sk_data_ready: a
     # queue held at its limit (this variant) has many events at depth == limit + 1,
