@@ -265,24 +265,22 @@ start_servers() {
 
 # Every client at once, in the background (start_client); their logs in $run/lab/.
 start_clients() {
-	local connload=$PACK_ROOT/build/bin/connload target=$SRV_IP secs=${LOAD_SECONDS}s
-	# In a URL and in connload's -target an IPv6 address is in brackets.
-	[[ $target != *:* ]] || target="[$target]"
+	local connload=$PACK_ROOT/build/bin/connload secs=${LOAD_SECONDS}s
 	# The listeners' clients read to EOF: the server closes first and keeps the
 	# TIME_WAIT (else a quarter of 2400 closes race and land on the client, and
 	# :$HEAVY_PORT would run out of the client's 500 ports too).
-	start_client heavy "$connload" -target "$target:$HEAVY_PORT" -mode rate -rate "$HEAVY_RATE" -duration "$secs" \
+	start_client heavy "$connload" -target "$(host_port "$SRV_IP" "$HEAVY_PORT")" -mode rate -rate "$HEAVY_RATE" -duration "$secs" \
 		-connect-timeout 4s -io-timeout 5s -wait-eof -out "$run/lab/connects-heavy.csv"
-	start_client small "$connload" -target "$target:$SMALL_PORT" -mode burst -burst "$BURST" -burst-every 1s \
+	start_client small "$connload" -target "$(host_port "$SRV_IP" "$SMALL_PORT")" -mode burst -burst "$BURST" -burst-every 1s \
 		-duration "$secs" -connect-timeout 4s -io-timeout 5s -wait-eof -out "$run/lab/connects-small.csv"
-	start_client exhaust "$connload" -target "$target:$EXHAUST_PORT" -mode rate -rate "$EXHAUST_RATE" -duration "$secs" \
+	start_client exhaust "$connload" -target "$(host_port "$SRV_IP" "$EXHAUST_PORT")" -mode rate -rate "$EXHAUST_RATE" -duration "$secs" \
 		-connect-timeout 2s -out "$run/lab/connects-exhaust.csv"
-	start_client light "$connload" -target "$target:$LIGHT_PORT" -mode rate -rate "$LIGHT_RATE" -duration "$secs" \
+	start_client light "$connload" -target "$(host_port "$SRV_IP" "$LIGHT_PORT")" -mode rate -rate "$LIGHT_RATE" -duration "$secs" \
 		-connect-timeout 2s -out "$run/lab/connects-light.csv"
 	start_client clean iperf3 -c "$SRV_IP" -p "$CLEAN_PORT" --cport "$CLEAN_CPORT" -t "$LOAD_SECONDS" -b "$CLEAN_RATE" -J
 	start_client lossy iperf3 -c "$SRV_IP" -p "$LOSSY_PORT" --cport "$LOSSY_CPORT" -t "$LOAD_SECONDS" -b "$LOSSY_RATE" -J
-	start_client loop-busy wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + HOT_LOOP))/"
-	start_client loop-light wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$target:$((LOOP_PORT + LIGHT_LOOP))/"
+	start_client loop-busy wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$(host_port "$SRV_IP" $((LOOP_PORT + HOT_LOOP)))/"
+	start_client loop-light wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$(host_port "$SRV_IP" $((LOOP_PORT + LIGHT_LOOP)))/"
 }
 
 lab_run() {

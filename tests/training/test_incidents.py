@@ -4,7 +4,8 @@ an object the lab runs, never one of its healthy neighbours."""
 
 from __future__ import annotations
 
-from training.incidents import FAULTS, PARAMETERS, distribution, draw, faulty_role, lab_objects
+from tests.conftest import ROOT
+from training.incidents import ADDRESSES, FAULTS, PARAMETERS, distribution, draw, faulty_role, lab_objects
 
 
 def test_a_seed_is_replayed_exactly() -> None:
@@ -69,3 +70,11 @@ def test_incidents_run_over_ipv4_and_ipv6() -> None:
     assert "2001:2::1" in v6.page and "198.18" not in v6.page
     v4 = next(d for d in drawn if d.family == "accept_queue" and d.lab_env["IP_VERSION"] == "4")
     assert v4.key["object"].startswith("198.18.0.1:")
+
+
+def test_the_addresses_are_those_scripts_lab_gives_each_ip_version() -> None:
+    """training/incidents.py names objects by the addresses scripts/lab sets up: one list each,
+    so they are held to agree here."""
+    lab = (ROOT / "scripts" / "lab").read_text()
+    for version, (srv, cli) in ADDRESSES.items():
+        assert f"{version}) SRV_IP={srv} CLI_IP={cli} ;;" in lab, version
