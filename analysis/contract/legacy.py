@@ -15,7 +15,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,13 @@ def _sockstat_from_v1(df: pd.DataFrame) -> pd.DataFrame:
     return _now(df.assign(tw_listed=1), "sockstat")
 
 
+def _tw_sockets_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    # v1 also listed the TIME_WAIT sockets on service ports (a server that closed first), which
+    # v2 leaves out; kept as read: every reader takes the client side (service_local 0), which
+    # both list.
+    return _now(df, "tw_sockets")
+
+
 def _now(df: pd.DataFrame, name: str) -> pd.DataFrame:
     return TABLES[name].schema().coerce_dtype(df[TABLES[name].column_names])
 
@@ -97,6 +104,13 @@ _PROCESSES_V1 = _without(
 )
 # sockstat.csv as contracts 2 to 7 wrote it.
 _SOCKSTAT_V1 = _without("sockstat", 1, "The TCP line of /proc/net/sockstat per sample.", "tw_listed")
+# tw_sockets.csv as contracts 2 to 8 wrote it: the same columns, every TIME_WAIT socket.
+_TW_SOCKETS_V1 = _without(
+    "tw_sockets",
+    1,
+    "ss -tano state time-wait per sample, every TIME_WAIT socket (service ports too), grouped by (local "
+    "address, remote address, service port).",
+)
 
 
 # Tables a contract did not have: read as empty from runs of that contract.
@@ -261,6 +275,7 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     5: {"listeners": Legacy(_LISTENERS_V2, _listeners_from_v2)},
     6: {"processes": Legacy(_PROCESSES_V1, _processes_from_v1)},
     7: {},
+    8: {},
 }
 # listeners.csv gained drops in contract 5 (and dual_stack in 6): every older contract wrote version 1.
 for _contract in (2, 3, 4):
@@ -268,3 +283,6 @@ for _contract in (2, 3, 4):
 # sockstat.csv gained tw_listed in contract 8: every older contract wrote version 1.
 for _contract in range(2, 8):
     LEGACY_TABLES[_contract]["sockstat"] = Legacy(_SOCKSTAT_V1, _sockstat_from_v1)
+# tw_sockets.csv left out the service ports' TIME_WAIT from contract 9: every older contract wrote version 1.
+for _contract in range(2, 9):
+    LEGACY_TABLES[_contract]["tw_sockets"] = Legacy(_TW_SOCKETS_V1, _tw_sockets_from_v1)

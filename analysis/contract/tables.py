@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 8
+CONTRACT_VERSION = 9
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -343,7 +343,8 @@ TABLES: dict[str, Table] = {
                 Col(
                     "tw_listed",
                     INT,
-                    "1: tw_sockets.csv holds this sample's TIME_WAIT table (no row there means none); 0: not "
+                    "1: tw_sockets.csv holds this sample's TIME_WAIT table (no row there means none on an ephemeral "
+                    "port); 0: not "
                     "listed at this sample. Listing costs per socket, so above sample-netns --tw-per-sample "
                     "(default 2048) TIME_WAIT sockets in the namespace only every ceil(tcp_tw / that)-th "
                     "sample lists them. Runs of contract 7 or older listed every sample (1)",
@@ -356,9 +357,11 @@ TABLES: dict[str, Table] = {
             "tw_sockets",
             "tw_sockets.csv",
             "collector/sample-netns",
-            1,
-            "ss -tano state time-wait at the samples sockstat.csv marks tw_listed, grouped by (local address, "
-            "remote address, service port).",
+            2,
+            "ss -tano state time-wait at the samples sockstat.csv marks tw_listed, the sockets on an ephemeral "
+            "local port only (the namespace's ip_local_port_range: the ports a client runs out of; a server "
+            "that closes first holds its TIME_WAIT on its service port, left out since contract 9), grouped "
+            "by (local address, remote address, service port).",
             (
                 SAMPLE_TIME,
                 NETNS,

@@ -197,6 +197,43 @@ def _sockstat_and_tw(tmp_path: Path, name: str, *args: str) -> tuple[list[dict[s
     return list(csv.DictReader((out / "sockstat.csv").open())), list(csv.DictReader((out / "tw_sockets.csv").open()))
 
 
+# A server on port 8080 (below the ephemeral range) that closes its 7 connections first:
+# its TIME_WAIT sockets hold its service port, not a client's ephemeral ports.
+SERVER_CLOSES_FIRST = """
+import socket
+lsn = socket.create_server(("127.0.0.1", 8080))
+clients = [socket.create_connection(("127.0.0.1", 8080)) for _ in range(7)]
+for _ in clients:
+    lsn.accept()[0].close()
+for c in clients:
+    c.recv(1)
+    c.close()
+"""
+
+
+def test_time_wait_on_a_service_port_is_not_listed(tmp_path: Path) -> None:
+    """tw_sockets.csv lists the TIME_WAIT sockets on ephemeral local ports only (the ports a
+    client runs out of): a server that closes first holds its own on its service port, and
+    listing a busy server's was most of the samplers' cost. sockstat.csv still counts all."""
+    _need_root()
+    name = f"tq-test-tw-svc-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        subprocess.run(["ip", "netns", "exec", name, "python3", str(ROOT / "dev" / "port_churn.py"), "4"],
+                       check=True, timeout=60)  # fmt: skip
+        subprocess.run(["ip", "netns", "exec", name, "python3", "-c", SERVER_CLOSES_FIRST], check=True, timeout=60)
+        sockstat, tw = _sockstat_and_tw(tmp_path, name)
+        assert {int(r["tcp_tw"]) for r in sockstat} == {20 + 7}
+        listed = [r["time_s"] for r in sockstat if r["tw_listed"] == "1"]
+        assert listed and sorted({r["time_s"] for r in tw}) == listed
+        for t in listed:
+            assert sum(int(r["count"]) for r in tw if r["time_s"] == t) == 20  # port_churn's clients only
+        assert "8080" not in {r["service_port"] for r in tw}
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
 def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> None:
     """Listing TIME_WAIT costs per socket, so above --tw-per-sample N a sample in k =
     ceil(count / N) lists them (sockstat.csv tw_listed = 1), the first one always, and
