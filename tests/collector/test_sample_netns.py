@@ -6,11 +6,13 @@ verbatim. Every listener must get its drop counter, padded line or not."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -197,6 +199,22 @@ def _sockstat_and_tw(tmp_path: Path, name: str, *args: str) -> tuple[list[dict[s
     return list(csv.DictReader((out / "sockstat.csv").open())), list(csv.DictReader((out / "tw_sockets.csv").open()))
 
 
+@contextlib.contextmanager
+def _namespace_with_time_wait(tag: str, rounds: int) -> Iterator[str]:
+    """A fresh namespace holding 5 * ROUNDS real TIME_WAIT sockets on ephemeral ports
+    (dev/port_churn.py: ROUNDS listeners, 5 client-closed connections each); removed after."""
+    _need_root()
+    name = f"tq-test-{tag}-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        subprocess.run(["ip", "netns", "exec", name, "python3", str(ROOT / "dev" / "port_churn.py"), str(rounds)],
+                       check=True, timeout=60)  # fmt: skip
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
 # A server on port 8080 (below the ephemeral range) that closes its 7 connections first:
 # its TIME_WAIT sockets hold its service port, not a client's ephemeral ports.
 SERVER_CLOSES_FIRST = """
@@ -215,13 +233,7 @@ def test_time_wait_on_a_service_port_is_not_listed(tmp_path: Path) -> None:
     """tw_sockets.csv lists the TIME_WAIT sockets on ephemeral local ports only (the ports a
     client runs out of): a server that closes first holds its own on its service port, and
     listing a busy server's was most of the samplers' cost. sockstat.csv still counts all."""
-    _need_root()
-    name = f"tq-test-tw-svc-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        subprocess.run(["ip", "netns", "exec", name, "python3", str(ROOT / "dev" / "port_churn.py"), "4"],
-                       check=True, timeout=60)  # fmt: skip
+    with _namespace_with_time_wait("tw-svc", 4) as name:
         subprocess.run(["ip", "netns", "exec", name, "python3", "-c", SERVER_CLOSES_FIRST], check=True, timeout=60)
         sockstat, tw = _sockstat_and_tw(tmp_path, name)
         assert {int(r["tcp_tw"]) for r in sockstat} == {20 + 7}
@@ -230,8 +242,6 @@ def test_time_wait_on_a_service_port_is_not_listed(tmp_path: Path) -> None:
         for t in listed:
             assert sum(int(r["count"]) for r in tw if r["time_s"] == t) == 20  # port_churn's clients only
         assert "8080" not in {r["service_port"] for r in tw}
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> None:
@@ -239,13 +249,7 @@ def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> N
     ceil(count / N) lists them (sockstat.csv tw_listed = 1), the first one always, and
     tw_sockets.csv has rows at those samples only. 60 real TIME_WAIT sockets in a fresh
     namespace (dev/port_churn.py: 12 listeners, 5 client-closed connections each)."""
-    _need_root()
-    name = f"tq-test-tw-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        subprocess.run(["ip", "netns", "exec", name, "python3", str(ROOT / "dev" / "port_churn.py"), "12"],
-                       check=True, timeout=60)  # fmt: skip
+    with _namespace_with_time_wait("tw", 12) as name:
         sockstat, tw = _sockstat_and_tw(tmp_path, name, "--tw-per-sample", "25")
         assert [int(r["tcp_tw"]) for r in sockstat] == [60] * 8
         assert [r["tw_listed"] for r in sockstat] == ["1", "0", "0", "1", "0", "0", "1", "0"]  # k = ceil(60 / 25)
@@ -256,5 +260,3 @@ def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> N
         sockstat, tw = _sockstat_and_tw(tmp_path, name)  # the default: 2048 a sample
         assert [r["tw_listed"] for r in sockstat] == ["1"] * 8
         assert {r["time_s"] for r in tw} == {r["time_s"] for r in sockstat}
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
