@@ -63,7 +63,7 @@ def _pandera_checks(
     path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: Window | None
 ) -> pd.DataFrame:
     try:
-        df = _schema(table).validate(df, lazy=True, inplace=True)
+        df = table.schema().validate(df, lazy=True, inplace=True)
     except pa.errors.SchemaErrors as e:
         fc = e.failure_cases
         rows = fc[fc["index"].notna()].head(MAX_ERRORS)
@@ -79,17 +79,6 @@ def _pandera_checks(
         more = len(fc) - len(rows)
         raise RunDataError("\n".join(parts) + (f"\n... and {more} more" if more > 0 else "")) from None
     return _more_checks(path, table, df, lines, window)
-
-
-_SCHEMAS: dict[tuple[str, str], pa.DataFrameSchema] = {}
-
-
-def _schema(table: Table) -> pa.DataFrameSchema:
-    """The table's pandera schema, built once (building one per load costs more than the checks)."""
-    key = (table.name, table.file)
-    if key not in _SCHEMAS:
-        _SCHEMAS[key] = table.schema()
-    return _SCHEMAS[key]
 
 
 def _more_checks(path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: Window | None) -> pd.DataFrame:
