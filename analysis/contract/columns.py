@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 import pandera.pandas as pa
 
 INT = "Int64"  # nullable integer: empty cells stay <NA> instead of failing
@@ -58,6 +59,14 @@ class Table:
             built = self._build_schema()
             object.__setattr__(self, "_schema", built)  # frozen: the cache is not a field
         return built
+
+    def empty(self) -> pd.DataFrame:
+        """A table with no rows and the schema's dtypes (a copy: callers may add to it)."""
+        built = self.__dict__.get("_empty")
+        if built is None:
+            built = self.schema().coerce_dtype(pd.DataFrame(columns=self.column_names))
+            object.__setattr__(self, "_empty", built)
+        return built.copy()
 
     def _build_schema(self) -> pa.DataFrameSchema:
         return pa.DataFrameSchema(

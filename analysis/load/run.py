@@ -83,8 +83,7 @@ class Run:
             self.missing[name] = f"run incomplete ({self.metadata.get('stop_reason')})"
         else:
             raise RunDataError(f"{f}: missing ({t.description})")
-        empty = t.schema().coerce_dtype(pd.DataFrame(columns=t.column_names))
-        return Loaded(empty, [], 1)
+        return Loaded(t.empty(), [], 1)
 
     def _read(self, name: str, t: Table, f: Path) -> Loaded:
         legacy = LEGACY_TABLES.get(self.metadata.get("data_contract"), {}).get(name)
