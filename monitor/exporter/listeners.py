@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,8 +25,12 @@ class ListenerScan:
     the first scan is new, so all its drops are counted; a socket that went and came back
     under the same address restarts its counter, so a lower value counts from 0."""
 
-    def __init__(self, sampler: Path) -> None:
+    def __init__(self, sampler: Path, owners_cache: Path | None = None) -> None:
         self.sampler = sampler  # collector/sample-netns
+        # Where sample-netns keeps each namespace's owners table (ss -p) between scans, so
+        # it reads every process's open files only when the listeners change or once a
+        # minute, not at every scan (0.27 s of CPU a namespace with 18 000 files open).
+        self.owners_cache = owners_cache
         self.drops: dict[Key, int] = {}
         self.scans = 0
         self.owners: set[int] = set()  # pids that own a listener, at the last scan
@@ -35,7 +40,10 @@ class ListenerScan:
         pids = [str(ns.pid[i]) for i in inos if i in ns.pid]
         if not pids:
             return []
-        r = subprocess.run([str(self.sampler), "--listeners-of", *pids], capture_output=True, text=True, check=False)
+        cache = ["--owners-cache", str(self.owners_cache)] if self.owners_cache else []
+        r = subprocess.run(
+            [str(self.sampler), "--listeners-of", *cache, *pids], capture_output=True, text=True, check=False
+        )
         return list(csv.DictReader(io.StringIO(r.stdout)))
 
     def scan(self, fam: Family, ns: Namespaces, inos: list[int], now: float) -> None:
@@ -54,12 +62,27 @@ class ListenerScan:
             gauges = {"listener_queue_depth": depth, "listener_queue_limit": int(row["send_q"]), "_fresh": 1}
             fam.add(key, now, {"listener_drops_total": dropped} if dropped else {}, 1000.0 * dropped + depth, gauges)
         scanned = {str(i) for i in inos}
+        self._prune_owners_cache(scanned)
         for key in [k for k in self.drops if k not in seen and k[0] in scanned]:
             del self.drops[key]  # the socket is closed
             o = fam.objs.get(key)
             if o is not None:
                 o.gauges.pop("listener_queue_limit", None)
         self.scans += 1
+
+    def close(self) -> None:
+        """The owners tables go with the exporter."""
+        if self.owners_cache is not None:
+            shutil.rmtree(self.owners_cache, ignore_errors=True)
+
+    def _prune_owners_cache(self, scanned: set[str]) -> None:
+        """The owners tables of namespaces this scan did not read go (namespaces come and go
+        for days; one read again later is asked afresh)."""
+        if self.owners_cache is None:
+            return
+        for f in self.owners_cache.iterdir():
+            if f.name.split(".", 1)[0] not in scanned:
+                f.unlink(missing_ok=True)
 
     def _dropped(self, key: Key, drops: str) -> int:
         if not drops.isdigit():

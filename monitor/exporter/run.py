@@ -56,7 +56,9 @@ class Exporter:
         self.tables = Tables(args.top, args.ttl, SAMPLED | {m.family for p in self.probes for m in p.families})
         self.fams = self.tables.fams
         self.ns = Namespaces(root / "collector" / "sample-netns")
-        self.listeners = ListenerScan(root / "collector" / "sample-netns")
+        owners = self.state / "listener-owners"
+        owners.mkdir(parents=True, exist_ok=True)
+        self.listeners = ListenerScan(root / "collector" / "sample-netns", owners)
         self.threads = ThreadScan(root / "collector" / "sample-netns")
         self.owners = OwnerScan(root / "collector" / "list-containers")
         self.loop_pids: set[int] = set()  # the processes of the last scan's loop threads
@@ -118,6 +120,7 @@ def serve(ex: Exporter) -> int:
         _loop(ex, stop)
     finally:
         ex.sup.close()
+        ex.listeners.close()
         if not ex.args.keep_files:
             textfile.remove(ex.out)
         (ex.state / "ready").unlink(missing_ok=True)

@@ -75,3 +75,22 @@ def test_a_counter_that_goes_down_is_a_new_socket() -> None:
     assert scan._dropped(key, "2") == 2  # the listener was closed and opened again
     assert scan._dropped(("1", "::", "81"), "5") == 5  # new since the first scan: all of it
     assert scan._dropped(key, "") == 0  # no skmem from ss: nothing is known, nothing counted
+
+
+def test_owners_are_kept_between_scans_per_namespace_and_go_with_the_scan(listeners, tmp_path) -> None:
+    """With an owners cache the sampler keeps each namespace's ss -p table between scans (it
+    reads every open file on the host); the owner is named as without it, a namespace not
+    scanned any more loses its table, and close() removes the folder."""
+    full, _ = listeners
+    ns = Namespaces(SAMPLER)
+    ns.scan(time.monotonic())
+    cache = tmp_path / "owners"
+    cache.mkdir()
+    (cache / "12345.owners").write_text("a namespace gone since\n")
+    scan, fam = ListenerScan(SAMPLER, cache), Family("listener", top_n=50, ttl=600)
+    scan.scan(fam, ns, [ns.host], 1.0)
+    assert {f.name for f in cache.iterdir()} == {f"{ns.host}.owners", f"{ns.host}.inodes"}
+    key = (str(ns.host), "127.0.0.1", str(full.getsockname()[1]))
+    assert scan.holders[key] == os.getpid()
+    scan.close()
+    assert not cache.exists()
