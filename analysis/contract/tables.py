@@ -296,8 +296,8 @@ TABLES: dict[str, Table] = {
             3,
             "ss -tnme state listening per sample: every TCP listener of the namespace, with the kernel's own "
             "count of what it dropped; its owner from ss -p, matched by socket inode (since contract 9 asked when "
-            "the listeners change and at least once a minute, not at every sample: ss -p reads every open "
-            "file of the host).",
+            "the listeners change, again 1, 2, 4 ... s later, then once a minute, not at every sample: ss -p "
+            "reads every open file of the host).",
             (
                 SAMPLE_TIME,
                 NETNS,
