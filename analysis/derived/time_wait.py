@@ -113,9 +113,14 @@ def _samples_by_netns(sockstat: pd.DataFrame) -> dict[int, list[float]]:
 def tw_samples_listed(run: RunLike, netns: int) -> tuple[int, int]:
     """(samples that listed the namespace's TIME_WAIT sockets, samples): the first is smaller when the
     namespace held more than the sampler lists at every sample."""
-    sockstat = run.table("sockstat")
-    mine = sockstat[(sockstat["netns"] == netns).to_numpy(dtype=bool)]
-    return int((mine["tw_listed"] == 1).sum()), len(mine)
+    # Counted for every namespace at once: asked per endpoint, filtering sockstat each time took
+    # 6 of the 14 s of an hour's report with 4 766 endpoints.
+    return _once(run.table("sockstat"), "listed per netns", _listed_per_netns).get(netns, (0, 0))
+
+
+def _listed_per_netns(sockstat: pd.DataFrame) -> dict[int, tuple[int, int]]:
+    listed = (sockstat["tw_listed"] == 1).groupby(sockstat["netns"], sort=False)
+    return {int(n): (int(s.sum()), len(s)) for n, s in listed}
 
 
 def tw_max_per_endpoint(run: RunLike) -> dict[tuple[int, str, int], int]:
