@@ -85,6 +85,10 @@ class _Loops:
     ls_free_by_comm: dict[str, pd.DataFrame] = field(init=False)  # held by a process with no loop
     no_listener: pd.DataFrame = field(init=False)  # listeners.csv's columns, no row
     ports_of: dict[int, tuple[pd.DataFrame, list[int]]] = field(default_factory=dict)  # _ports
+    # Every process threads.csv sampled: the sampler samples the threads of each process ss -p
+    # names as a holder of a listener, all of them (nginx's master and workers). Empty for runs
+    # without it (contract < 6): then a process named like a holder may hold its listeners.
+    holders: set[int] = field(default_factory=set)
     main_loop_pids: set[int] = field(init=False)
     loop_pids: set[int] = field(init=False)
 
@@ -114,7 +118,11 @@ def _held_by(loops: _Loops, pid: int, process: str) -> pd.DataFrame:
     if own is not None:
         return own
     # By name: not held by another process that has a loop of its own (a row held by this pid
-    # would have been its own, above), the same rows whichever process asks.
+    # would have been its own, above), the same rows whichever process asks; and only for a
+    # holder, where the sampler says who holds listeners (a short-lived python3 is not a server
+    # because a python3 listens).
+    if loops.holders and pid not in loops.holders:
+        return loops.no_listener
     return loops.ls_free_by_comm.get(process, loops.no_listener)
 
 
@@ -346,12 +354,14 @@ def _evaluate_thread(run: RunView, loops: _Loops, th: Any) -> Finding | None:
     )
 
 
-def _servers(pt: pd.DataFrame, ls: pd.DataFrame) -> pd.DataFrame:
-    """The rows of processes that may hold a listener (_held_by: by pid, or by the process's name),
-    whole processes: only a server's loop gets a finding, and a host where short-lived processes
-    come and go has thousands of other threads (an hour's capture: each judged alone took 22 s
-    of the report)."""
-    pids = set(ls["pid"].dropna().astype(int))
+def _servers(pt: pd.DataFrame, ls: pd.DataFrame, holders: set[int]) -> pd.DataFrame:
+    """The rows of processes that may hold a listener (_held_by: by pid, or by the process's name
+    where the sampler did not say who holds them), whole processes: only a server's loop gets a
+    finding, and a host where short-lived processes come and go has thousands of other threads
+    (an hour's capture: each judged alone took 22 s of the report)."""
+    pids = set(ls["pid"].dropna().astype(int)) | holders
+    if holders:
+        return pt[pt["pid"].isin(pids).to_numpy(dtype=bool)]
     names = set(ls["comm"].dropna().astype(str))
     return pt[(pt["pid"].isin(pids) | pt["process_comm"].isin(names)).to_numpy(dtype=bool)]
 
@@ -363,8 +373,10 @@ def _evaluate(run: RunView) -> list[Finding]:
     threads = run.table("threads")
     sched, per_sample = cpu_share_schedstat(threads), process_cpu_per_sample(threads)
     ls = run.table("listeners")
-    pt = _servers(pt, ls)
+    holders = set(threads["pid"].dropna().astype(int))
+    pt = _servers(pt, ls, holders)
     loops = _Loops(pt, ls, interval, per_thread_data, *_thread_table(pt, interval, sched, per_sample))
+    loops.holders = holders
     found = (_evaluate_thread(run, loops, th) for th in loops.threads.itertuples())
     return [f for f in found if f is not None]
 

@@ -186,3 +186,33 @@ def test_a_poller_of_a_process_the_scheduler_shows_idle_is_not_saturated() -> No
     assert (f.subject["pid"], f.subject["tid"]) == (pid, pid)
     run._cache["threads"] = _schedstat(pid, t0, {pid: 0.001, pid + 1: 0.0005})
     assert [x for x in epoll.evaluate(run) if x.is_finding] == []
+
+
+def _impostor(run: Run, pid: int = 99_999) -> Run:
+    """host-loop plus a python3 process that holds no listener, with a loop that never waits
+    (loop-0's rows under its own pid): named like 5091, which holds 18090 and has no loop."""
+    ep = run.table("ep_loop")
+    t = ep[ep["comm"] == "loop-0"].copy()
+    t["pid"] = t["tid"] = pid
+    t["comm"] = "python3"
+    run._cache["ep_loop"] = pd.concat([ep, t], ignore_index=True)
+    return run
+
+
+def test_a_process_named_like_a_holder_does_not_take_its_listeners() -> None:
+    """threads.csv lists every process ss -p names as a holder of a listener (nginx's master and
+    workers alike): a process named like one that is not among them is no server. An hour's capture
+    gave one python process's listeners to every other python process's threads."""
+    run = _impostor(Run.open(fixture_run("host-loop")))
+    t0 = float(run.table("ep_loop")["time_s"].min()) - 1
+    # What the sampler records (contract 6 on): the threads of every holder, by the scheduler's clock.
+    holders = [_schedstat(5092, t0, {5216: 0.95, 5217: 0.05, 5218: 0.05}, 20), _schedstat(5090, t0, {5090: 0.01}, 20),
+               _schedstat(5091, t0, {5091: 0.01}, 20)]  # fmt: skip
+    run._cache["threads"] = pd.concat(holders, ignore_index=True)
+    results = epoll.evaluate(run)
+    assert not [x for x in results if x.subject.get("pid") == 99_999]
+    assert {f.subject["comm"] for f in results if f.is_finding} == {"loop-0"}
+    # A run whose sampler did not say who holds listeners (contract < 6): the name decides.
+    run = _impostor(Run.open(fixture_run("host-loop")))
+    (f,) = [x for x in epoll.evaluate(run) if x.is_finding and x.subject["pid"] == 99_999]
+    assert f.subject["listen_ports"] == [18090]
