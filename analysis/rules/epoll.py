@@ -378,7 +378,50 @@ def _evaluate(run: RunView) -> list[Finding]:
     loops = _Loops(pt, ls, interval, per_thread_data, *_thread_table(pt, interval, sched, per_sample))
     loops.holders = holders
     found = (_evaluate_thread(run, loops, th) for th in loops.threads.itertuples())
-    return [f for f in found if f is not None]
+    return _one_per_process([f for f in found if f is not None])
+
+
+def _one_per_process(found: list[Finding]) -> list[Finding]:
+    """A confirmed thread known to be off the CPU (a poller, confirmed because no thread of its
+    process waited while the process was on the CPU) speaks for its process's loop, not for a loop
+    of its own: it is folded into the process's finding. A Go runtime with GOMAXPROCS=1 has one loop
+    and moves it between threads: in a CI run of the epoll lab's busy variant both its poller and
+    the thread that ran the goroutines (which polls when it runs out of work) never waited for 3
+    intervals, two findings for one loop. Threads on the CPU, or whose CPU time was not recorded
+    (contract < 4), keep their own: two loops of one process that never wait burn two CPUs. The kept
+    finding names the threads folded into it (folded_tids)."""
+
+    def rank(f: Finding) -> tuple[bool, int, int, int]:
+        probe = _probe_of(f)
+        run, never = probe["longest_never_waiting_run"], probe["intervals_never_waiting"]
+        return (not _off_cpu(probe), run, never, -int(f.subject["tid"]))
+
+    best: dict[int, Finding] = {}
+    for f in found:
+        pid = int(f.subject["pid"])
+        if f.status == "confirmed" and (pid not in best or rank(f) > rank(best[pid])):
+            best[pid] = f
+
+    def kept(f: Finding) -> bool:
+        return f.status != "confirmed" or f is best[int(f.subject["pid"])] or not _off_cpu(_probe_of(f))
+
+    out = []
+    for f in found:
+        if kept(f):
+            out.append(f)
+        else:
+            _probe_of(best[int(f.subject["pid"])]).setdefault("folded_tids", []).append(int(f.subject["tid"]))
+    return out
+
+
+def _probe_of(f: Finding) -> dict[str, Any]:
+    link = f.link("probe")
+    return link.evidence if link is not None else {}
+
+
+def _off_cpu(probe: dict[str, Any]) -> bool:
+    share = probe.get("cpu_share_busy_pct")
+    return share is not None and share < 100 * MIN_CPU_SHARE
 
 
 RULE = Rule(KIND, INPUTS, _evaluate)

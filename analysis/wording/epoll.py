@@ -103,6 +103,13 @@ def _probe(link: Link, ev: dict[str, Any]) -> None:
             + (f" (median {number(med)} % of each interval blocked)" if not is_missing(med) else "")
             + " and are not at fault."
         )
+    also = sorted(ev.get("folded_tids") or [])
+    if also:
+        ev["others_text"] = ev.get("others_text", "") + (
+            f" Thread(s) {join_words([str(t) for t in also])} of the same process also never waited, with"
+            " little CPU of their own: they poll for this process's loop (a runtime such as Go's moves"
+            " one loop between threads), so they are counted in this finding, not in one of their own."
+        )
 
 
 def _fix(link: Link, ev: dict[str, Any]) -> None:

@@ -188,6 +188,29 @@ def test_a_poller_of_a_process_the_scheduler_shows_idle_is_not_saturated() -> No
     assert [x for x in epoll.evaluate(run) if x.is_finding] == []
 
 
+def test_a_go_loop_that_moves_between_threads_is_one_finding() -> None:
+    """GOMAXPROCS=1: one loop, which the Go runtime moves between threads. A CI run of the epoll lab
+    saw both the poller (little CPU) and the thread that runs the goroutines (polling when it runs
+    out of work) never wait for 3 intervals: one finding, on the thread on the CPU, citing the
+    poller. Two threads that never wait and each burn a CPU are two loops: two findings."""
+    run = Run.open(fixture_run("epoll-busy"))
+    ep = run.table("ep_loop")
+    pid = int(ep.query("comm == 'httpserver'")["pid"].iloc[0])
+    worker = ep[ep["tid"] == pid].copy()
+    worker["tid"] = pid + 1
+    run._cache["ep_loop"] = pd.concat([ep, worker], ignore_index=True)
+    t0 = float(ep["time_s"].min())
+    run._cache["threads"] = _schedstat(pid, t0, {pid: 0.001, pid + 1: 0.97})
+    (f,) = [x for x in epoll.evaluate(run) if x.is_finding]
+    assert (f.subject["pid"], f.subject["tid"]) == (pid, pid + 1)
+    assert f.link("probe").evidence["folded_tids"] == [pid]
+    assert f"Thread(s) {pid} of the same process also never waited" in describe(f.kind, f.link("probe"))
+    run._cache["threads"] = _schedstat(pid, t0, {pid: 0.97, pid + 1: 0.97})
+    found = [x for x in epoll.evaluate(run) if x.is_finding]
+    assert sorted(x.subject["tid"] for x in found) == [pid, pid + 1]
+    assert not any("folded_tids" in x.link("probe").evidence for x in found)
+
+
 def _impostor(run: Run, pid: int = 99_999) -> Run:
     """host-loop plus a python3 process that holds no listener, with a loop that never waits
     (loop-0's rows under its own pid): named like 5091, which holds 18090 and has no loop."""
