@@ -16,7 +16,7 @@ class Health:
         self.last_misses = 0.0
 
     def series(self, put: Put, now: float) -> None:
-        """Recursion misses are read every 10 s (bpftool); the rest at each write."""
+        """Recursion misses are read every 10 s (the programs' fdinfo); the rest at each write."""
         if now - self.last_misses >= 10:
             self.last_misses = now
             pids = {p.family: p.proc.pid for p in self.probes if p.proc is not None and p.proc.poll() is None}
@@ -40,7 +40,7 @@ _MISSES = 'source "$1"; shift; for pid; do echo "$pid $(probe_recursion_misses "
 
 
 def recursion_misses(pids: dict[str, int]) -> dict[str, int]:
-    """Per probe: the sum of its programs' recursion misses (collector/lib.sh, through bpftool)."""
+    """Per probe: the sum of its programs' recursion misses (collector/lib.sh, from their fdinfo)."""
     if not pids:
         return {}
     lib = Path(__file__).resolve().parents[2] / "collector" / "lib.sh"
