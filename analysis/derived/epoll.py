@@ -125,11 +125,12 @@ def cpu_share_per_thread(pt: pd.DataFrame) -> pd.Series:
 MIN_SCHEDSTAT_SPAN_S = 5.0
 
 
-def cpu_share_schedstat(threads: pd.DataFrame) -> dict[tuple[int, int], float]:
+def cpu_share_schedstat(threads: pd.DataFrame, column: str = "cpu_ns") -> dict[tuple[int, int], float]:
     """Each thread's CPU share from the scheduler's own clock (threads.csv: schedstat of the
     listeners' processes): its time on a CPU between its first and last sample over the time
-    between them. Threads sampled less than MIN_SCHEDSTAT_SPAN_S apart are left out. A
-    process sampled in two namespaces (listeners in both) is read once per sample."""
+    between them (column="runq_ns": its time runnable, waiting for a CPU). Threads sampled less
+    than MIN_SCHEDSTAT_SPAN_S apart are left out. A process sampled in two namespaces (listeners
+    in both) is read once per sample."""
     if threads.empty:
         return {}
     one = threads.drop_duplicates(["time_s", "pid", "tid"]).sort_values("time_s")
@@ -137,7 +138,7 @@ def cpu_share_schedstat(threads: pd.DataFrame) -> dict[tuple[int, int], float]:
     for (pid, tid), rows in one.groupby(["pid", "tid"], sort=False):
         span = float(rows["time_s"].iloc[-1] - rows["time_s"].iloc[0])
         if span >= MIN_SCHEDSTAT_SPAN_S:
-            out[(int(pid), int(tid))] = float(rows["cpu_ns"].iloc[-1] - rows["cpu_ns"].iloc[0]) / (span * 1e9)
+            out[(int(pid), int(tid))] = float(rows[column].iloc[-1] - rows[column].iloc[0]) / (span * 1e9)
     return out
 
 

@@ -163,12 +163,13 @@ def _busy_rows(
     process_waits = by_process.to_numpy(dtype=float) >= MAX_WAIT_SHARE
     overall = cpu["cpu_overall"].reindex(rows).to_numpy(dtype=float)
     judged = ~np.isnan(overall) | cpu["recorded"].reindex(rows).to_numpy(dtype=bool)
-    on_cpu = np.nan_to_num(overall, nan=0.0) >= MIN_CPU_SHARE
+    wants = np.nan_to_num(overall, nan=0.0) + np.nan_to_num(cpu["runq"].reindex(rows).to_numpy(dtype=float), nan=0.0)
+    on_cpu = wants >= MIN_CPU_SHARE
     process_on_cpu = np.isnan(process_cpu) | (process_cpu >= MIN_PROCESS_CPU_SHARE)
     return share, active, busy & (~judged | on_cpu | (~process_waits & process_on_cpu))
 
 
-def _cpu(pt: pd.DataFrame, sched: dict[tuple[int, int], float]) -> pd.DataFrame:
+def _cpu(pt: pd.DataFrame, sched: dict[tuple[int, int], float], runq: dict[tuple[int, int], float]) -> pd.DataFrame:
     """Per thread its CPU share: from the scheduler's clock where threads.csv has it (the probe reads
     the clock only at its sampled calls, and a loop busy with long requests makes few: 79 %
     against /proc's 96 % for a Python loop), else from the probe's readings; and whether the
@@ -178,16 +179,19 @@ def _cpu(pt: pd.DataFrame, sched: dict[tuple[int, int], float]) -> pd.DataFrame:
     overall = from_sched.fillna(probe)
     source = np.where(from_sched.notna(), "schedstat", np.where(overall.notna(), "probe", None))
     recorded = pt["cpu_ns"].astype("Float64").notna().groupby([pt["pid"], pt["tid"]]).any()
-    return pd.DataFrame({"cpu_overall": overall, "cpu_from": source, "recorded": recorded})
+    # Time runnable but waiting for a CPU counts as wanting it (a contended host turns one into the
+    # other): the busy-host lab's hot loop read 66 % on the CPU and 13 % waiting for it.
+    waiting = pd.Series([runq.get((int(p), int(t))) for p, t in probe.index], index=probe.index, dtype=float)
+    return pd.DataFrame({"cpu_overall": overall, "cpu_from": source, "recorded": recorded, "runq": waiting})
 
 
 def _thread_table(
-    pt: pd.DataFrame, interval: float, sched: dict[tuple[int, int], float], per_sample: pd.DataFrame
+    pt: pd.DataFrame, interval: float, sched: tuple[dict[tuple[int, int], float], ...], per_sample: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.Series]:
     """A row per thread (pid, tid) with the numbers its finding cites, judged for all rows at once
     (a host where short-lived processes come and go has thousands of threads); and each row's busy flag."""
     pt = pt.sort_values(["pid", "tid", "time_s"], kind="stable")
-    cpu = _cpu(pt, sched)
+    cpu = _cpu(pt, *sched)
     share, active, busy = _busy_rows(pt, interval, cpu, _process_cpu_of_rows(pt, interval, per_sample))
     blocked = share.clip(upper=1.0)
     keys = [pt["pid"], pt["tid"]]
@@ -206,7 +210,7 @@ def _thread_table(
         wait_busy=("blocked_busy", "mean"), wait_median=("blocked_active", "median"),
     )  # fmt: skip
     t["longest_never_waiting_run"] = runs.groupby(level=[0, 1]).max().reindex(t.index).fillna(0).astype(int)
-    return t.join(cpu[["cpu_overall", "cpu_from"]]), busy
+    return t.join(cpu[["cpu_overall", "cpu_from", "runq"]]), busy
 
 
 # -- subject ----------------------------------------------------------------------------------------
@@ -259,6 +263,7 @@ def _probe_evidence(run: RunView, loops: _Loops, th: Any) -> dict[str, Any]:
         "wait_share_median_pct": _pct(th.wait_median, 1),
         "cpu_share_busy_pct": _pct(th.cpu_overall, 1),
         "cpu_share_from": th.cpu_from,
+        "runq_share_pct": _pct(th.runq, 1),
         "per_thread": loops.per_thread_data,
         "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
         # Consecutive intervals: a loop that is busy for a moment (a burst of connects) is not saturated.
@@ -371,7 +376,9 @@ def _evaluate(run: RunView) -> list[Finding]:
     pt = per_thread(run)
     per_thread_data = bool((pt["tid"] != pt["pid"]).any()) or int(run.metadata.get("data_contract", 2)) >= 3
     threads = run.table("threads")
-    sched, per_sample = cpu_share_schedstat(threads), process_cpu_per_sample(threads)
+    # Each thread's share of the time on a CPU, and waiting for one (the scheduler's clock).
+    sched = (cpu_share_schedstat(threads), cpu_share_schedstat(threads, "runq_ns"))
+    per_sample = process_cpu_per_sample(threads)
     ls = run.table("listeners")
     holders = set(threads["pid"].dropna().astype(int))
     pt = _servers(pt, ls, holders)
@@ -421,7 +428,7 @@ def _probe_of(f: Finding) -> dict[str, Any]:
 
 def _off_cpu(probe: dict[str, Any]) -> bool:
     share = probe.get("cpu_share_busy_pct")
-    return share is not None and share < 100 * MIN_CPU_SHARE
+    return share is not None and share + (probe.get("runq_share_pct") or 0) < 100 * MIN_CPU_SHARE
 
 
 RULE = Rule(KIND, INPUTS, _evaluate)

@@ -42,6 +42,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "the time blocked in epoll",
         Opt(" (mean {wait_share_busy_pct} %)"),
         Opt(" while on the CPU {cpu_share_busy_pct} % of the time ({cpu_share_from})"),
+        Opt(" and waiting for a CPU {runq_share_pct} %"),
         Opt("; {calls_per_s} calls/s"),
         Opt(", {nonblocking_share_pct} % non-blocking polls"),
         Opt(", {events_per_call} events per call"),

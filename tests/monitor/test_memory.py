@@ -47,8 +47,12 @@ def test_compiler_pages_go_and_bpftrace_keeps_tracing(kernel) -> None:
         after = memory.compiler_kb(proc.pid)
         assert freed == before - after and freed >= private * 0.9, (before, after, private)
         assert memory.compiler_kb(proc.pid, "Private_Clean") < max(1024, private / 10)
+        resident = memory.compiler_kb(proc.pid, "Rss")
         assert _ticks(proc, 5, 10) == 5  # still printing: nothing it needs was taken
-        assert memory.compiler_kb(proc.pid, "Private_Clean") < max(2048, private / 5)  # and they stay out
+        # And they stay out: no page of them comes back. Rss, not Private_Clean: a page shared with
+        # another bpftrace at the release stays, and is private once that one exits (a CI run:
+        # 0 kB private at the release, 10 480 kB five ticks later, with no page read back).
+        assert memory.compiler_kb(proc.pid, "Rss") <= resident + 2048
     finally:
         proc.terminate()
         proc.wait(timeout=10)

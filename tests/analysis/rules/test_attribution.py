@@ -163,13 +163,17 @@ def test_a_thread_that_reads_unblocked_but_comes_back_empty_is_not_saturated() -
     assert {f.subject["comm"] for f in epoll.evaluate(run) if f.is_finding} == {"loop-0", "loop-1"}
 
 
-def _schedstat(pid: int, t0: float, cpu_share: dict[int, float], span_s: int = 12) -> pd.DataFrame:
-    """threads.csv rows of a process, a sample a second: each thread's CPU share by the scheduler's clock."""
+def _schedstat(
+    pid: int, t0: float, cpu_share: dict[int, float], span_s: int = 12, runq_share: dict[int, float] | None = None
+) -> pd.DataFrame:
+    """threads.csv rows of a process, a sample a second: each thread's CPU share (and share of the
+    time waiting for a CPU) by the scheduler's clock."""
     rows = []
     for tid, share in cpu_share.items():
+        waits = (runq_share or {}).get(tid, 0.0)
         for t in range(span_s + 1):
             rows.append({"time_s": t0 + t, "netns": 1, "pid": pid, "tid": tid, "comm": f"t{tid}",
-                         "cpu_ns": int(t * share * 1e9), "runq_ns": 0})  # fmt: skip
+                         "cpu_ns": int(t * share * 1e9), "runq_ns": int(t * waits * 1e9)})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -239,3 +243,20 @@ def test_a_process_named_like_a_holder_does_not_take_its_listeners() -> None:
     run = _impostor(Run.open(fixture_run("host-loop")))
     (f,) = [x for x in epoll.evaluate(run) if x.is_finding and x.subject["pid"] == 99_999]
     assert f.subject["listen_ports"] == [18090]
+
+
+def test_a_loop_waiting_for_a_cpu_is_still_busy() -> None:
+    """On a contended host a saturated loop spends part of each interval runnable, waiting for a
+    CPU: the busy-host lab's hot loop read 66 % on the CPU and 13 % waiting, and in a CI run its
+    trainee capture found no finding at all. On the CPU or waiting for it counts; neither does not."""
+    run = Run.open(fixture_run("host-loop"))
+    t0 = float(run.table("ep_loop")["time_s"].min()) - 1
+    others = [_schedstat(5090, t0, {5090: 0.01}, 20), _schedstat(5091, t0, {5091: 0.01}, 20)]
+    cpu = {5216: 0.40, 5217: 0.05, 5218: 0.05}
+    run._cache["threads"] = pd.concat([_schedstat(5092, t0, cpu, 20, {5216: 0.30}), *others], ignore_index=True)
+    (f,) = [x for x in epoll.evaluate(run) if x.is_finding]
+    assert f.subject["comm"] == "loop-0"
+    assert f.link("probe").evidence["runq_share_pct"] == 30.0
+    assert "waiting for a CPU 30" in describe(f.kind, f.link("probe"))
+    run._cache["threads"] = pd.concat([_schedstat(5092, t0, cpu, 20), *others], ignore_index=True)
+    assert [x for x in epoll.evaluate(run) if x.is_finding] == []
