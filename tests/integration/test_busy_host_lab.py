@@ -24,6 +24,7 @@ import pytest
 
 from analysis.derived import counters
 from analysis.load import Run
+from analysis.rules.retransmits import RATE_THRESHOLD
 from tests.conftest import ROOT
 from tests.integration.incidents import VARIANT_OF_FAMILY
 from tests.integration.test_family_labs import run_lab
@@ -236,7 +237,10 @@ def test_flows_retransmits_match_the_sockets_own_count(kernel, busy_host, varian
             assert kernel_count >= 50, flow
             assert ss["data_segs_out"] and ss["retrans_total"] / ss["data_segs_out"] >= 0.02, ss
         elif flow["name"] == "lossy":
-            assert kernel_count <= 2, flow
+            # No drop rule on it: what it re-sends is a healthy flow's (a tail-loss probe or a
+            # timer under a busy CPU: 3 segments in a CI run), far under a storm's rate.
+            segs = ss["data_segs_out"] or 0
+            assert kernel_count <= max(2, RATE_THRESHOLD / 2 * segs), (flow, segs)
 
 
 def eaddrnotavail_probe(run: Run, ep: dict[str, Any]) -> int:
