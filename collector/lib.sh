@@ -353,7 +353,9 @@ probe_tier() { sed -n 's/^ \* TIER: *//p' "$1" | head -1; }
 # 12, 2026-11-26).  probe_recursion_misses PID
 probe_recursion_misses() {
 	# cat fails for a process that has exited, or an fd closed while it reads: what it read counts.
-	{ cat /proc/"$1"/fdinfo/* 2>/dev/null || true; } | awk '$1 == "recursion_misses:" { total += $2 } END { print total + 0 }'
+	# A program is counted once, however many fds hold it (prog_id comes first in each block).
+	{ cat /proc/"$1"/fdinfo/* 2>/dev/null || true; } |
+		awk '$1 == "prog_id:" { id = $2 } $1 == "recursion_misses:" && !seen[id]++ { total += $2 } END { print total + 0 }'
 }
 
 venv_python() { printf '%s/.venv/bin/python' "$PACK_ROOT"; }

@@ -40,7 +40,8 @@ def bpftrace_progs() -> dict[int, tuple[str, dict[str, int]]]:
             for fd in os.listdir(f"/proc/{pid}/fdinfo"):
                 with open(f"/proc/{pid}/fdinfo/{fd}") as f:
                     info = dict(line.split(":", 1) for line in f if line.split(":", 1)[0] in FIELDS)
-                if "prog_id" in info:
+                # A program's own fd: a link's fdinfo names its prog_id too, without the counters.
+                if "prog_id" in info and "run_cnt" in info:
                     counters = {k: int(info.get(k, 0)) for k in ("run_cnt", "run_time_ns")}
                     found[int(info["prog_id"])] = (os.path.basename(probe), counters)
         except (OSError, ValueError):
