@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,24 +45,49 @@ def netns() -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-def _capture(ns: str, run: Path, seconds: int, probes: str) -> subprocess.Popen:
-    cap = subprocess.Popen([str(ROOT / "collector" / "capture"), "-d", str(seconds), "-q", "-n", ns, "-p", probes,
-                            "-o", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    wait_for("the capture", lambda: (run / ".capture-ready").exists() or cap.poll() is not None, 120)
-    assert cap.poll() is None, cap.stderr.read() if cap.stderr else ""
-    return cap
+@pytest.fixture
+def capture() -> Iterator[Callable[[str, Path, str], subprocess.Popen]]:
+    """Starts a capture with no end of its own: _stop ends it once the clients are done. A fixed
+    duration raced the test's own steps, which a busy CI host slows (memcached started 11.6 s
+    into a 12 s capture once: the probe's last interval came before its overflow). One still
+    running when the test ends (a failed step) is interrupted."""
+    started: list[subprocess.Popen] = []
+
+    def start(ns: str, run: Path, probes: str) -> subprocess.Popen:
+        args = [str(ROOT / "collector" / "capture"), "-d", "300", "-q", "-n", ns, "-p", probes, "-o", str(run)]
+        cap = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        started.append(cap)
+        wait_for("the capture", lambda: (run / ".capture-ready").exists() or cap.poll() is not None, 120)
+        assert cap.poll() is None, cap.stderr.read() if cap.stderr else ""
+        return cap
+
+    yield start
+    for cap in started:
+        if cap.poll() is None:
+            cap.send_signal(signal.SIGINT)
+            cap.wait(timeout=120)
 
 
-def test_a_dual_stack_java_listener_overflowing_under_ipv4_clients(kernel, netns: str, tmp_path: Path) -> None:
+def _stop(cap: subprocess.Popen) -> None:
+    """Two more of the probe's 1 s intervals (what the servers did once the clients left),
+    then the capture's own early stop (SIGUSR1: complete, with its report)."""
+    time.sleep(2.5)
+    cap.send_signal(signal.SIGUSR1)
+    assert cap.wait(timeout=120) == 0, cap.stderr.read() if cap.stderr else ""
+
+
+def test_a_dual_stack_java_listener_overflowing_under_ipv4_clients(
+    kernel, netns: str, capture: Callable[[str, Path, str], subprocess.Popen], tmp_path: Path
+) -> None:
     java = subprocess.Popen(["ip", "netns", "exec", netns, "java", str(SERVERS / "StallServer.java"), "7401", "60"],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert java.stdout is not None
     assert "listening" in java.stdout.readline()  # compiled and bound
     run = tmp_path / "run"
-    cap = _capture(netns, run, 14, "accept_queue,retransmits")
+    cap = capture(netns, run, "accept_queue,retransmits")
     clients = subprocess.run(["ip", "netns", "exec", netns, sys.executable, str(SERVERS / "clients.py"), "127.0.0.1",
                               "7401", "300", "8"], capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert cap.wait(timeout=120) == 0, cap.stderr.read() if cap.stderr else ""
+    _stop(cap)
     assert clients.stdout.strip() == "connected 51 of 300", clients.stdout  # 50 queued + 1 (depth > limit)
     findings = [f for f in json.loads((run / "verdicts.json").read_text())["findings"] if f["status"] != "absent"]
     mine = [f for f in findings if f["subject"].get("netns_label") == netns]
@@ -82,18 +109,20 @@ def test_a_dual_stack_java_listener_overflowing_under_ipv4_clients(kernel, netns
         assert wrong not in report, (wrong, report)
 
 
-def test_memcached_lowers_its_backlog_to_0_at_its_connection_limit(kernel, netns: str, tmp_path: Path) -> None:
+def test_memcached_lowers_its_backlog_to_0_at_its_connection_limit(
+    kernel, netns: str, capture: Callable[[str, Path, str], subprocess.Popen], tmp_path: Path
+) -> None:
     mc = ["memcached", "-u", "nobody", "-l", "127.0.0.1", "-p", "11311", "-b", "32", "-c", "20", "-t", "1",
           "-o", "no_maxconns_fast"]  # fmt: skip
     run = tmp_path / "run"
     # Started after the probe, so its first listen(fd, 32) is seen too.
-    cap = _capture(netns, run, 12, "accept_queue")
+    cap = capture(netns, run, "accept_queue")
     server = subprocess.Popen(["ip", "netns", "exec", netns, *mc], stderr=subprocess.DEVNULL)
     listening = ["ip", "netns", "exec", netns, "ss", "-ltnH", "sport", "= :11311"]
     wait_for("memcached", lambda: "LISTEN" in subprocess.run(listening, capture_output=True, text=True).stdout, 30)
     clients = subprocess.run(["ip", "netns", "exec", netns, sys.executable, str(SERVERS / "clients.py"), "127.0.0.1",
                               "11311", "60", "5"], capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert cap.wait(timeout=120) == 0, cap.stderr.read() if cap.stderr else ""
+    _stop(cap)
     server.kill()
     connected = int(clients.stdout.split()[1])
     assert connected < 60, clients.stdout  # the rest found no room
