@@ -33,9 +33,10 @@ CONSEQUENCES = {"remote_accept_queue_full", "local_accept_queue_full"}
 # The incident's load, and the trainee's capture inside it: `train start` returns when the
 # servers are up and the load begins; the capture runs until the load ends (and a second
 # more), so how long it takes to get ready decides how much of the load it sees: its one
-# bpftrace for four families compiles in 7 s on an idle host here but took 17-24 s beside the
-# event-loop incident's hot loops (2026-11-26), when a fixed 11 s capture in an 18 s load
-# began as the load ended and found nothing. So the trainee starts it at nice -10, as
+# bpftrace for four families compiles first, sharing the CPUs with the incident's busy
+# threads (2026-11-26: ready 20 s after it started, with a stray busy loop on one CPU too,
+# when a fixed 11 s capture in an 18 s load began as the load ended and found nothing; the
+# same test had failed in a CI run without it). So the trainee starts it at nice -10, as
 # docs/training.md advises on a saturated host. The event-loop rule needs at least 3 busy
 # intervals; a capture ready less than MIN_LOAD_SEEN_S before the end fails the test as such.
 LOAD_SECONDS = 30
