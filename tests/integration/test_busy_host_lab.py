@@ -38,7 +38,7 @@ EADDRNOTAVAIL = 99
 @pytest.fixture(scope="module")
 def busy_host(incident) -> Callable[[str], Run]:
     """Each variant's run is the trainer's capture of that family's training incident
-    (tests/integration/incidents.py: a busy-host lab run of 30 s of load), run once per
+    (tests/integration/incidents.py: a busy-host lab run of 18 s of load), run once per
     session and graded by test_training.py too."""
     family_of_variant = {variant: family for family, variant in VARIANT_OF_FAMILY.items()}
 
