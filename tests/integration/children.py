@@ -54,3 +54,13 @@ def wait_for(what: str, ok: Callable[[], T], timeout: float, every: float = 0.1)
             return last  # type: ignore[return-value]
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def end_capture(cap: subprocess.Popen) -> None:
+    """Ends a collector/capture started with a long --duration through its own early stop
+    (SIGUSR1: complete, with its report), for tests whose capture must cover steps of their
+    own rather than a fixed time; holds it to a clean exit. stderr must be a text pipe."""
+    if cap.poll() is None:
+        cap.send_signal(signal.SIGUSR1)
+    _, err = cap.communicate(timeout=300)
+    assert cap.returncode == 0, (err or "")[-3000:]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 from analysis.load import Run
 from tests.conftest import ROOT, leftovers
+from tests.integration.children import end_capture
 from training.grade import FAMILY_OF_KIND, object_of_finding
 from training.incidents import FAULTS, draw
 
@@ -132,9 +132,7 @@ def _capture_until(load_ends: float, netns: list[str], out: Path) -> None:
         assert seen >= MIN_LOAD_SEEN_S, f"the trainee's capture got ready {seen:.1f} s before the load ended"
         time.sleep(max(0.0, seen + 1))
     finally:
-        capture.send_signal(signal.SIGUSR1)
-        _, err = capture.communicate(timeout=300)
-    assert capture.returncode == 0, err[-3000:]
+        end_capture(capture)
 
 
 def run_incident(family: str | None, work: Path) -> Incident:

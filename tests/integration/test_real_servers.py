@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.integration.children import wait_for
+from tests.integration.children import end_capture, wait_for
 
 pytestmark = pytest.mark.integration
 SERVERS = Path(__file__).with_name("servers")
@@ -72,8 +72,7 @@ def _stop(cap: subprocess.Popen) -> None:
     """Two more of the probe's 1 s intervals (what the servers did once the clients left),
     then the capture's own early stop (SIGUSR1: complete, with its report)."""
     time.sleep(2.5)
-    cap.send_signal(signal.SIGUSR1)
-    assert cap.wait(timeout=120) == 0, cap.stderr.read() if cap.stderr else ""
+    end_capture(cap)
 
 
 def test_a_dual_stack_java_listener_overflowing_under_ipv4_clients(
