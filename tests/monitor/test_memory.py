@@ -44,8 +44,10 @@ def test_compiler_pages_go_and_bpftrace_keeps_tracing(kernel) -> None:
         before = memory.compiler_kb(proc.pid)
         private = memory.compiler_kb(proc.pid, "Private_Clean")
         freed = memory.release_compiler_pages(proc.pid)
-        after = memory.compiler_kb(proc.pid)
-        assert freed == before - after and freed >= private * 0.9, (before, after, private)
+        # Not freed == before - after: the PSS of a page shared with another test's bpftrace
+        # moves whenever one starts or exits (a CI run: 12 096 kB less across the call, 8 172 of
+        # them by the function's own count, 8 556 private before).
+        assert private * 0.9 <= freed <= before, (before, freed, private)
         assert memory.compiler_kb(proc.pid, "Private_Clean") < max(1024, private / 10)
         resident = memory.compiler_kb(proc.pid, "Rss")
         assert _ticks(proc, 5, 10) == 5  # still printing: nothing it needs was taken
