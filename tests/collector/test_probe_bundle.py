@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,24 @@ def test_split_gives_each_family_its_own_output_back(tmp_path: Path) -> None:
         # family printed last.
         want = [ln for ln in raw.splitlines() if ln and not ln.startswith("Attaching ")]
         assert [ln for ln in got.splitlines() if ln and not ln.startswith("Attaching ")] == want, fam
+
+
+def test_split_writes_each_line_through_while_its_input_stays_open(tmp_path: Path) -> None:
+    """A quiet family prints a few bytes a second: its banner must reach its file at once, not
+    when a block of input fills (mawk reads blocks unless -W interactive), or its capture never
+    gets ready."""
+    split = subprocess.Popen([str(SPLIT), str(tmp_path)], stdin=subprocess.PIPE)
+    assert split.stdin is not None
+    try:
+        split.stdin.write(b"Attaching 3 probes...\n# time_wait.bt schema=2 tier=tracepoint interval_s=1: x\n")
+        split.stdin.flush()
+        out, deadline = tmp_path / "probe_time_wait.out", time.monotonic() + 10
+        while "schema=2" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "# time_wait.bt schema=2" in out.read_text(), "the banner waited for more input"
+    finally:
+        split.stdin.close()
+        split.wait(timeout=10)
 
 
 def test_split_gives_a_fresh_marker_to_its_family(tmp_path: Path) -> None:
