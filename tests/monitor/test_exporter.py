@@ -225,10 +225,12 @@ def test_family_bounds_series_and_keeps_counters_monotonic() -> None:
     assert not fam.objs and not fam.exported
 
 
-def test_hex_addresses_from_proc_net_tcp() -> None:
-    assert sample._hexaddr("0100007F") == "127.0.0.1"
-    assert sample._hexaddr("0000000000000000FFFF00000100007F") == "127.0.0.1"
-    assert sample._hexaddr("00000000000000000000000001000000") == "::1"
+def test_peer_addresses_from_ss_as_the_probes_print_them() -> None:
+    assert sample._peer_address("127.0.0.1") == "127.0.0.1"
+    assert sample._peer_address("[::ffff:127.0.0.1]") == "127.0.0.1"
+    assert sample._peer_address("[::1]") == "::1"
+    assert sample._peer_address("[fe80::1]%lo") == "fe80::1"
+    assert sample._peer_address("198.18") is None  # a line cut short
 
 
 def test_namespace_counters_come_from_sample_netns() -> None:
