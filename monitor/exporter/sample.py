@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import ipaddress
 import os
 import subprocess
 from pathlib import Path
+
+from analysis.kernel import ipv4_form
 
 from .metrics import NETNS_COUNTERS
 from .objects import Family, Put
@@ -92,40 +93,22 @@ class Namespaces:
         return self.port_range.get(ino)
 
 
-def socket_table(pid: int, rng: tuple[int, int]) -> dict[tuple[str, str], tuple[int, int]]:
+def socket_table(sampler: Path, pid: int, ino: int) -> dict[tuple[str, str], tuple[int, int]]:
     """(raddr, rport) -> (ports in use, TIME_WAIT) for sockets on ephemeral local ports, in
-    the namespace of pid. ss filters the kernel's dump (sock_diag bytecode), so the sockets
-    on other ports cost the kernel's walk and nothing here: a host whose server closes first
-    holds up to 131072 TIME_WAIT on its service port, and reading them all from
-    /proc/net/tcp took 0.14 s of this process a scan (2026-11-27, loopback nginx churn)."""
-    lo, hi = rng
-    ss = ["ss", "-tanH", f"( sport >= :{lo} and sport <= :{hi} )"]
-    r = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", *ss], capture_output=True, text=True, check=False)
-    out: dict[tuple[str, str], list[int]] = {}
-    for line in r.stdout.splitlines() if r.returncode == 0 else []:
-        p = line.split()
-        if len(p) < 5 or p[0] == "LISTEN":
-            continue
-        raddr, sep, rport = p[4].rpartition(":")
-        addr = _peer_address(raddr)
-        if not sep or not rport.isdigit() or addr is None:  # a line cut short
-            continue
-        c = out.setdefault((addr, rport), [0, 0])
-        c[0] += 1
-        c[1] += p[0] == "TIME-WAIT"
-    return {k: (v[0], v[1]) for k, v in out.items()}
-
-
-def _peer_address(text: str) -> str | None:
-    """ss's peer address as the probes print it: IPv4 dotted (also when v4-mapped), IPv6
-    compressed, without brackets or a scope."""
-    try:
-        ip = ipaddress.ip_address(text.replace("[", "").replace("]", "").split("%", 1)[0])
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    the namespace of pid: collector/sample-netns --ephemeral-sockets run inside it, the
+    listing capture's TIME_WAIT table comes from (ss with the kernel filtering the ports, so
+    a host's 131072 TIME_WAIT on a service port cost the kernel's walk and no line; reading
+    them from /proc/net/tcp took 0.14 s of this process a scan, 2026-11-27). The peer as its
+    application sees it (ipv4_form), as every other series here."""
+    enter = ["nsenter", f"--net=/proc/{pid}/ns/net"]
+    cmd = [*enter, str(sampler), "--ephemeral-sockets", "--netns-id", str(ino)]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for row in csv.DictReader(io.StringIO(r.stdout if r.returncode == 0 else "")):
+        key = (ipv4_form(row["raddr"]), row["rport"])
+        used, tw = out.get(key, (0, 0))
+        out[key] = (used + int(row["sockets"]), tw + int(row["time_wait"]))
+    return out
 
 
 def watch(ns: Namespaces, of_objects: list[int], seen: list[int], top: int) -> list[int]:
@@ -180,7 +163,7 @@ def scan_sockets(fam: Family, ns: Namespaces, inos: list[int], min_ports: int, n
         total = tcp_sockets(pid)
         if total is not None and total < min(min_ports, (rng[1] - rng[0] + 1) // 2):
             continue
-        socks = socket_table(pid, rng)
+        socks = socket_table(ns.sampler, pid, ino)
         # Only destinations with enough ports held to matter get a series from the scan alone.
         for (raddr, rport), (used, tw) in sorted(socks.items(), key=lambda kv: -kv[1][0])[: fam.top_n]:
             key = (str(ino), raddr, rport)

@@ -246,6 +246,32 @@ def test_a_line_cut_short_is_no_socket(tmp_path: Path) -> None:
     assert [(r["raddr"], r["service_port"]) for r in rows] == [("127.0.0.1", "18700")]
 
 
+# `ss -tanoH '( sport >= :32768 and sport <= :60999 )'` in the namespace of
+# tests/monitor/test_sample.py's hold_sockets (6 connections to 127.0.0.1:18790, 4 of them
+# closed by the client, 2 to [::1]:18791, 1 v4-mapped to [::]:18792), verbatim.
+EPHEMERAL_OUTPUT = Path(__file__).parent / "data" / "ss-tanoH-ephemeral.txt"
+
+
+def test_ephemeral_sockets_per_destination_in_the_kernel_address_forms(tmp_path: Path) -> None:
+    """--ephemeral-sockets (the exporter's ports in use and TIME_WAIT per destination) reads
+    the same ss listing and parser as tw_sockets.csv: brackets and scopes go, a v4-mapped
+    peer stays as the kernel has it (the loaders and the exporter join on the plain form),
+    a listener on an ephemeral port and a line cut short are no destination."""
+    extra = ["ESTAB 0 0 [fe80::1]%lo:40000 [fe80::2]%lo:8080", "LISTEN 0 128 127.0.0.1:40001 0.0.0.0:*",
+             "LISTEN 0 128 127.0.0.1:40002 127.0.0.1:9", "TIME-WAIT 0 0 198.18.0.1:40003 198.18"]  # fmt: skip
+    env = _with_fake_ss(tmp_path, EPHEMERAL_OUTPUT.read_text() + "\n".join(extra) + "\n")
+    r = subprocess.run([str(ROOT / "collector" / "sample-netns"), "--ephemeral-sockets", "--netns-id", "7"],
+                       capture_output=True, text=True, check=True, env=env)  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert {r["netns"] for r in rows} == {"7"}
+    assert {(r["raddr"], r["rport"]): (int(r["sockets"]), int(r["time_wait"])) for r in rows} == {
+        ("127.0.0.1", "18790"): (6, 4),
+        ("::1", "18791"): (2, 0),
+        ("::ffff:127.0.0.1", "18792"): (1, 0),
+        ("fe80::2", "8080"): (1, 0),
+    }
+
+
 def test_threads_of_a_process_with_a_hostile_thread_name() -> None:
     """--threads-of (capture's threads.csv, the exporter's loop clocks): every thread of the
     PID with the scheduler's clocks, its name quoted per RFC 4180 (a comm may hold , " LF)."""

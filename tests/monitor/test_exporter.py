@@ -225,14 +225,6 @@ def test_family_bounds_series_and_keeps_counters_monotonic() -> None:
     assert not fam.objs and not fam.exported
 
 
-def test_peer_addresses_from_ss_as_the_probes_print_them() -> None:
-    assert sample._peer_address("127.0.0.1") == "127.0.0.1"
-    assert sample._peer_address("[::ffff:127.0.0.1]") == "127.0.0.1"
-    assert sample._peer_address("[::1]") == "::1"
-    assert sample._peer_address("[fe80::1]%lo") == "fe80::1"
-    assert sample._peer_address("198.18") is None  # a line cut short
-
-
 def test_namespace_counters_come_from_sample_netns() -> None:
     """The exporter's namespace counters are collector/sample-netns's (--counters-of), the
     values /proc/<pid>/net/{netstat,snmp} hold (read here after them: equal or higher on a busy host)."""

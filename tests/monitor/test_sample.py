@@ -22,6 +22,7 @@ class _Ns:
     def __init__(self, rng: tuple[int, int]) -> None:
         self.pid = {1: os.getpid()}
         self.rng = rng
+        self.sampler = ROOT / "collector" / "sample-netns"
 
     def ports(self, ino: int) -> tuple[int, int]:
         return self.rng
@@ -34,7 +35,7 @@ def test_the_table_is_read_only_when_a_destination_could_matter(
 ) -> None:
     reads: list[int] = []
     monkeypatch.setattr(sample, "tcp_sockets", lambda pid: sockets)
-    monkeypatch.setattr(sample, "socket_table", lambda pid, r: reads.append(pid) or {})
+    monkeypatch.setattr(sample, "socket_table", lambda sampler, pid, ino: reads.append(pid) or {})
     sample.scan_sockets(Family("destination", 20, 600), _Ns(rng), [1], 100, 0.0)  # type: ignore[arg-type]
     assert bool(reads) is read
 
@@ -76,8 +77,8 @@ def hold_sockets() -> None:
 
 
 def test_the_table_counts_each_destination_of_the_namespace_on_ephemeral_ports() -> None:
-    """Real sockets in a fresh namespace, read through ss with the kernel filtering the
-    local ports: the client's ports per destination (open and TIME_WAIT), IPv6 and
+    """Real sockets in a fresh namespace, read by collector/sample-netns --ephemeral-sockets
+    (ss, the kernel filtering the local ports): the client's ports per destination (open and TIME_WAIT), IPv6 and
     v4-mapped peers under the probes' address form; the server's own TIME_WAIT on its
     service port is not counted (it holds no ephemeral port)."""
     name = f"tq-test-sample-{os.getpid()}"
@@ -91,7 +92,7 @@ def test_the_table_counts_each_destination_of_the_namespace_on_ephemeral_ports()
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
                                   env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
         assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
-        table = sample.socket_table(holder.pid, (32768, 60999))
+        table = sample.socket_table(ROOT / "collector" / "sample-netns", holder.pid, 1)
     finally:
         if holder is not None:
             holder.communicate(timeout=30)
