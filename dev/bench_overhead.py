@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any
 
+from scipy import stats
+
 DASH = "\u2013"  # en dash, between the ends of a range
 TIMES = "\u00d7"
 MICRO = "\u00b5"
@@ -360,6 +362,29 @@ def net_of_floor_lines(summary: dict[str, Any], cpus: int) -> list[str]:
     return L
 
 
+def against_null_lines(summary: dict[str, Any]) -> list[str]:
+    """Each case's ratios against the null case's, when it ran: the A/B method's own spread on
+    this machine (a bpftrace process with no tracepoint loads nothing a connection pays for).
+    Whether the case's median lies within that spread, and a two-sided Mann-Whitney U test of
+    the two sets of ratios: a p-value well above 0.05 says this many pairs tell no difference,
+    not that there is none (the CPU lines above say how large one could be)."""
+    null = summary["cases"].get("null", {}).get("ratios") or []
+    if len(null) < 2:
+        return []
+    lo, hi = min(null), max(null)
+    L = ["", f"Against the null case ({len(null)} pairs, {fmt_range(null)}{TIMES}): median within its spread; "
+             "Mann-Whitney U, two-sided"]  # fmt: skip
+    for c, cs in summary["cases"].items():
+        ratios = cs.get("ratios") or []
+        if c == "null" or len(ratios) < 2:
+            continue
+        p = float(stats.mannwhitneyu(ratios, null, alternative="two-sided").pvalue)
+        within = lo <= cs["ratio_median"] <= hi
+        cs["against_null"] = {"median_within_null_spread": within, "mann_whitney_p": p}
+        L.append(f"  {c:<14}{cs['ratio_median']:.3f}{TIMES} {'within' if within else 'OUTSIDE'}; p = {p:.3f}")
+    return L
+
+
 def rates_lines(rates: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
     L = ["", "Output bytes per second, full capture (probe_<family>.out; samplers: their CSV files)"]
     kinds = [r for r in rates if r["kind"] in ("low", "high")]
@@ -423,6 +448,7 @@ def summarize(argv: list[str]) -> None:
     if summary["programs"]:
         L.extend(program_lines(summary, ab_cases))
         L.extend(net_of_floor_lines(summary, int(meta["cpus"])))
+    L.extend(against_null_lines(summary))
     if summary["recursion_misses"]:
         L.extend(misses_lines(summary))
     rates = [r for r in runs if r["case"] == "rates"]
