@@ -14,8 +14,7 @@ import pytest
 
 from monitor.exporter import sample
 from monitor.exporter.objects import Family
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT
 
 
 class _Ns:
@@ -78,9 +77,9 @@ def hold_sockets() -> None:
 
 def test_the_table_counts_each_destination_of_the_namespace_on_ephemeral_ports() -> None:
     """Real sockets in a fresh namespace, read by collector/sample-netns --ephemeral-sockets
-    (ss, the kernel filtering the local ports): the client's ports per destination (open and TIME_WAIT), IPv6 and
-    v4-mapped peers under the probes' address form; the server's own TIME_WAIT on its
-    service port is not counted (it holds no ephemeral port)."""
+    (ss, the kernel filtering the local ports): the client's ports per destination (open
+    and TIME_WAIT), IPv6 and v4-mapped peers under the probes' address form; the server's
+    own TIME_WAIT on its service port is not counted (it holds no ephemeral port)."""
     name = f"tq-test-sample-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     holder = None
