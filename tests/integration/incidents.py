@@ -37,7 +37,8 @@ CONSEQUENCES = {"remote_accept_queue_full", "local_accept_queue_full"}
 # threads (2026-11-26: ready 20 s after it started, with a stray busy loop on one CPU too,
 # when a fixed 11 s capture in an 18 s load began as the load ended and found nothing; the
 # same test had failed in a CI run without it). So the trainee starts it at nice -10, as
-# docs/training.md advises on a saturated host. The event-loop rule needs at least 3 busy
+# docs/training.md advises on a saturated host, and as soon as the incident's namespaces
+# exist (_start_capture), before the page. The event-loop rule needs at least 3 busy
 # intervals; a capture ready less than MIN_LOAD_SEEN_S before the end fails the test as such.
 LOAD_SECONDS = 18
 MIN_LOAD_SEEN_S = 6
@@ -120,11 +121,24 @@ def trainee_answer(run: Path) -> dict[str, Any]:
             "fix": FIX_FOR[f["cause_class"]], "also_suspect": []}  # fmt: skip
 
 
-def _capture_until(load_ends: float, netns: list[str], out: Path) -> None:
-    """The trainee's capture of the incident's namespaces from when it is ready until a second
-    after the load ends (SIGUSR1: the capture's own early stop, complete and reported)."""
-    args = ["nice", "-n", "-10", str(ROOT / "collector" / "capture"), "-d", "300", "-q", *netns, "-o", str(out)]
-    capture = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def _start_capture(start: subprocess.Popen, out: Path) -> subprocess.Popen | None:
+    """The trainee's capture of the incident's two namespaces, started as soon as both exist,
+    while `train start` still brings the incident up: its bpftrace compiles beside the
+    trainer's capture rather than beside the incident's busy threads, where it took 12-18 s of
+    the 18 s load in a fresh-clone CI run (2026-11-27, six incidents in a row)."""
+    while start.poll() is None:
+        live = namespaces()
+        if any("-srv-" in n for n in live) and any("-cli-" in n for n in live):
+            netns = [a for ns in live for a in ("-n", ns)]
+            args = ["nice", "-n", "-10", str(ROOT / "collector" / "capture"), "-d", "300", "-q", *netns, "-o", str(out)]
+            return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.05)
+    return None
+
+
+def _capture_until(load_ends: float, capture: subprocess.Popen, out: Path) -> None:
+    """The trainee's capture from when it is ready until a second after the load ends (SIGUSR1:
+    the capture's own early stop, complete and reported)."""
     try:
         while not (out / ".capture-ready").exists() and capture.poll() is None and time.monotonic() < load_ends:
             time.sleep(0.1)
@@ -140,15 +154,25 @@ def run_incident(family: str | None, work: Path) -> Incident:
     seed = seed_of(family)
     log_path = work / "log.jsonl"
     env = {**os.environ, "TQ_TRAIN_DIR": str(work / "state"), "TQ_TRAIN_LOG": str(log_path)}
-    page = _train(env, "start", "--seed", str(seed), "--seconds", str(LOAD_SECONDS), "--trainee", "ci").stdout
+    start_args = ["start", "--seed", str(seed), "--seconds", str(LOAD_SECONDS), "--trainee", "ci"]
+    start = subprocess.Popen([str(ROOT / "scripts" / "train"), *start_args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    mine = work / "mine"
+    capture = _start_capture(start, mine)
+    page, start_err = start.communicate(timeout=400)
     load_ends = time.monotonic() + LOAD_SECONDS
+    if capture is None or start.returncode != 0:
+        if capture is not None:
+            capture.kill()  # the incident did not come up: nothing of it to keep
+            capture.wait()
+        raise AssertionError(f"train start exited {start.returncode}, capture started: {capture is not None}\n"
+                             f"{start_err[-3000:]}")  # fmt: skip
     second = _train(env, "start", check=False).stderr
     live = namespaces()
     command_lines = [line for ns in live for line in _command_lines(ns)]
     rulesets = [subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "ruleset"], capture_output=True,
                                text=True).stdout for ns in live]  # fmt: skip
-    mine = work / "mine"
-    _capture_until(load_ends, [a for ns in live for a in ("-n", ns)], mine)
+    _capture_until(load_ends, capture, mine)
     answer = trainee_answer(mine)
     path = work / "answer.json"
     path.write_text(json.dumps(answer))
