@@ -49,6 +49,9 @@ LAB_SCHEMA = _obj(
         "command": _t("string", "the make command that repeats it"),
         "loss_pct": _t("integer", "retransmit lab: % of data packets dropped", minimum=0, maximum=100),
         "syn_loss_pct": _t("integer", "retransmit lab: % of SYNs dropped", minimum=0, maximum=100),
+        "sender_drop_pct": _t(
+            "integer", "retransmit lab: % of the client's packets its own firewall dropped", minimum=0, maximum=100
+        ),
         "iperf3": {
             **_obj(
                 "retransmit lab: iperf3's own totals, or null",

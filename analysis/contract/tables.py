@@ -135,12 +135,18 @@ TABLES: dict[str, Table] = {
             "The service port is the lower of the two ports, so one client's ephemeral ports fold into one row.",
             (
                 *ENDPOINT_KEY,
-                count_col("data_segs", "data segments retransmitted (gso_segs summed; what TcpRetransSegs adds)"),
+                count_col(
+                    "data_segs",
+                    "data segments retransmitted (gso_segs summed; what TcpRetransSegs adds, including "
+                    "those dropped below TCP after the kernel counted them)",
+                ),
                 count_col("data_events", "retransmit events for them (one event can carry many segments)"),
                 count_col("syn_segs", "SYN retransmits (socket in SYN_SENT)"),
                 count_col("synack_segs", "SYN-ACK retransmits by a listener"),
                 count_col(
-                    "failed_events", "retransmit attempts that failed locally (err != 0; not counted by the kernel)"
+                    "failed_events",
+                    "retransmit attempts that failed locally (err != 0; the kernel counts those that "
+                    "failed after it built the segment in TcpExtTCPRetransFail and TcpRetransSegs)",
                 ),
             ),
             key=("time_s", "netns", "family", "laddr", "raddr", "service_port", "service_local"),

@@ -7,6 +7,9 @@
 # RECEIVER's input hook: to the sender that is loss on the wire (a drop in the
 # sender's own output hook is a local error that TCP re-sends without counting
 # a retransmission). The rule lives in the server namespace and goes with it.
+# SENDER_DROP_PCT adds exactly that local drop (the client's own OUTPUT hook):
+# its retransmits dropped there are counted by the kernel in RetransSegs and
+# TCPRetransFail all the same, and the probe must count them as the kernel does.
 #
 # Variants
 #   loss1    iperf3 client -> server, 1 % of the client's packets dropped
@@ -28,6 +31,7 @@ lab_describe() {
 	cat <<TEXT
 retransmit variants (environment overrides in brackets):
   loss1    iperf3 ${IPERF_SECONDS:-5}s [IPERF_SECONDS] at ${IPERF_RATE:-200M} [IPERF_RATE], 1 % loss [LOSS_PCT]
+           (any iperf3 variant: [SENDER_DROP_PCT] % of the client's packets dropped by its own firewall too)
   loss0    the same, no loss
   loss5    the same, 5 % loss
   synloss  connload 50 conn/s [RATE] for 6s [LOAD_SECONDS], 30 % of SYNs dropped [SYN_LOSS_PCT]
@@ -42,11 +46,13 @@ lab_params() {
 	loss5) LOSS_PCT=${want_loss:-5} ;;
 	synloss) SYN_LOSS_PCT=${want_syn:-30} ;;
 	esac
-	IPERF_SECONDS=${IPERF_SECONDS:-5} IPERF_RATE=${IPERF_RATE:-200M}
+	IPERF_SECONDS=${IPERF_SECONDS:-5} IPERF_RATE=${IPERF_RATE:-200M} SENDER_DROP_PCT=${SENDER_DROP_PCT:-0}
+	[[ $1 != synloss ]] || SENDER_DROP_PCT=0
 	if [[ $1 == synloss ]]; then
 		LAB_SUMMARY="connload ${RATE:-50}/s for ${LOAD_SECONDS:-6}s to aqserver, ${SYN_LOSS_PCT}% of SYNs dropped at the server"
 	else
 		LAB_SUMMARY="iperf3 ${IPERF_SECONDS}s at ${IPERF_RATE}b/s, ${LOSS_PCT}% of client->server packets dropped at the server"
+		((SENDER_DROP_PCT == 0)) || LAB_SUMMARY+=", ${SENDER_DROP_PCT}% by the client's own firewall"
 	fi
 }
 
@@ -59,6 +65,16 @@ lab_setup_netns() {
 		rule="ip saddr $CLI_IP tcp dport $IPERF_PORT numgen random mod 100 < $LOSS_PCT drop"
 	elif ((SYN_LOSS_PCT > 0)); then
 		rule="ip saddr $CLI_IP tcp dport $AQ_PORT tcp flags & (syn | ack) == syn numgen random mod 100 < $SYN_LOSS_PCT drop"
+	fi
+	if ((SENDER_DROP_PCT > 0)); then
+		ip netns exec "$CLI_NS" nft -f - <<NFT || die "could not install the client's nftables drop rule"
+table inet tqlocaldrop {
+	chain out {
+		type filter hook output priority 0; policy accept;
+		ip daddr $SRV_IP tcp dport $IPERF_PORT numgen random mod 100 < $SENDER_DROP_PCT drop
+	}
+}
+NFT
 	fi
 	[[ -n $rule ]] || return 0
 	ip netns exec "$SRV_NS" nft -f - <<NFT || die "could not install the nftables drop rule"
@@ -102,8 +118,8 @@ lab_json() {
 	if [[ -s $work/iperf3.json ]]; then
 		iperf=$(py_helper "$PACK_ROOT/labs/retransmit/iperf3_summary.py" "$work/iperf3.json" 2>/dev/null || echo null)
 	fi
-	printf '{"lab": "retransmit", "variant": %s, "summary": %s, "loss_pct": %d, "syn_loss_pct": %d,\n' \
-		"$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")" "$LOSS_PCT" "$SYN_LOSS_PCT"
+	printf '{"lab": "retransmit", "variant": %s, "summary": %s, "loss_pct": %d, "syn_loss_pct": %d, "sender_drop_pct": %d,\n' \
+		"$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")" "$LOSS_PCT" "$SYN_LOSS_PCT" "$SENDER_DROP_PCT"
 	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d},\n' \
 		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" \
 		"$(if [[ $variant == synloss ]]; then echo $AQ_PORT; else echo $IPERF_PORT; fi)"

@@ -53,7 +53,7 @@ def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, varian
     misses = rec["probe_recursion_misses"]
     assert misses is not None
     tol = max(2, 0.01 * rec["kernel_retrans_segs"]) + misses  # 2: see the SYN note below
-    assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= tol, rec
+    assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= tol, json.dumps(rec)
     # Two SYN retransmits: once (CI, 2026-11-23, synloss) the kernel counted 125
     # TCPSynRetrans in the client namespace and the tracepoint saw 123, with no
     # failed attempts and no recursion misses (cause not found yet; 3 other
@@ -74,6 +74,23 @@ def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, varian
         rate = int(flows["data_segs"].sum()) / int(flows["data_segs_out"].sum())
         loss = {"loss1": 0.01, "loss5": 0.05}[variant]
         assert 0.5 * loss <= rate <= 2.5 * loss, (rate, loss)
+
+
+def test_retransmits_the_senders_own_firewall_dropped_are_counted_as_the_kernel_counts_them(
+    kernel, tmp_path: Path
+) -> None:
+    """The kernel adds a retransmit to RetransSegs before it hands it to IP: one the sender's
+    own OUTPUT rules then drop fails (err -EPERM at the tracepoint) and is still counted
+    (and in TCPRetransFail). The probe took every failed attempt for uncounted: 1281 against
+    the kernel's 1326 in a CI run (2026-11-26; there, presumably, a full queue below TCP).
+    Here 15 % of the client's packets are dropped by its own firewall on top of 1 % on the wire."""
+    run = run_lab("retransmit", "loss1", tmp_path / "localdrop", SENDER_DROP_PCT="15")
+    assert run.lab["sender_drop_pct"] == 15
+    rec = reconcile(run, run.lab["client"]["netns_inode"])
+    assert rec["failed_attempts"] > 0, json.dumps(rec)  # the path this test is about was taken
+    misses = rec["probe_recursion_misses"]
+    assert misses is not None
+    assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= 2 + misses, json.dumps(rec)
 
 
 def test_no_loss_no_finding(kernel, tmp_path: Path) -> None:
