@@ -128,11 +128,14 @@ def test_accept_queue_both_tiers_count_the_same_on_one_run(side_by_side) -> None
     assert enq_ref > 100 and -3 - misses <= enq_raw - enq_ref <= max(3, 0.03 * enq_ref) + misses, (
         enq_ref, enq_raw, misses)  # fmt: skip
     full_ref, full_raw = int(ref["full_events"].sum()), int(raw["full_events"].sum())
-    # Each program reads the depth at its own moment of the same sk_data_ready: a
-    # queue held at its limit (this variant) has many events at depth == limit + 1,
-    # and another CPU's accept() or enqueue between the two reads moves one across
-    # the line (45 against 49 in a CI run, 2026-11-25).
-    assert full_ref > 0 and abs(full_ref - full_raw) <= max(3, 0.10 * full_ref) + misses, (full_ref, full_raw)
+    # Full events come when many CPUs queue at once, just when the reference's plain-map
+    # "++" loses increments, and the raw tier's count() does not: the reference runs short
+    # (by 2, 3, 5, 3 of 57-66 in four runs here; 4 of 49 and 8 of 59 in CI runs, 2026-11-25
+    # and -27). It is never over by more than a depth read apart: both programs read the
+    # depth at the same sk_data_ready, and another CPU's accept() between the reads moves
+    # an event at depth == limit + 1 across the line.
+    assert full_ref > 0 and -3 - misses <= full_raw - full_ref <= max(3, 0.20 * full_raw) + misses, (
+        full_ref, full_raw, enq_ref, enq_raw, misses)  # fmt: skip
     assert set(raw["limit"]) == set(ref["limit"]) == {int(srv["backlog_requested"])}
     assert abs(int(raw["depth_max"].max()) - int(ref["depth_max"].max())) <= 1
     served = srv["stats"]["accepted"]
