@@ -320,10 +320,13 @@ in_netns() {
 }
 
 # sleep that a signal interrupts at once (bash runs a trap only after the
-# foreground command ends; a background sleep and wait end at the signal).
+# foreground command ends; a background sleep and wait end at the signal). The
+# sleep goes with it: it carries its caller's TQ_OWNER, and would outlive it.
 nap() {
 	sleep "$1" &
-	wait $! || true
+	local pid=$!
+	wait "$pid" || true
+	kill "$pid" 2>/dev/null || true
 }
 
 # --- What collector/doctor picked, and what the kernel skipped ---------------
