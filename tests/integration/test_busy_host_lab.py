@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from analysis.derived import counters
 from analysis.load import Run
@@ -279,6 +280,19 @@ def test_endpoints_eaddrnotavail_match_the_clients_own(kernel, busy_host, varian
             assert peak < 0.5 * ports, (ep["name"], peak)
 
 
+def sampling_error(rows: pd.DataFrame, times: list[int]) -> float:
+    """What a thread's blocked share may read over 1 by chance: it is an estimate from 1 call in
+    8 (each counting 8), whose error shrinks with the calls sampled and grows with the spread of
+    the waits, and a busy host makes some waits long. The larger of a bound from the count
+    alone (a loop with 2 paced clients, ~100 sampled calls, read 1.22 s blocked a second) and a
+    99.9 % bound from the spread of the intervals' own estimates (loop1 read 1.13 s from 561
+    sampled calls beside 0.09 s of CPU in a CI run, 2026-11-27: over the first)."""
+    sampled = int(rows["calls"].sum()) // 8
+    per_interval = rows.groupby("time_s")["wait_ns_sum"].sum().reindex(times, fill_value=0) / 1e9
+    spread = float(stats.t.ppf(0.999, len(times) - 1)) * float(per_interval.std(ddof=1)) / np.sqrt(len(times))
+    return max(4 / np.sqrt(max(sampled, 1)), spread)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_loop_threads_blocked_share_vs_their_cpu_time(kernel, busy_host, variant: str) -> None:
     """Per loop thread over the load: the probe's share of time blocked in epoll_wait vs the
@@ -312,11 +326,7 @@ def test_loop_threads_blocked_share_vs_their_cpu_time(kernel, busy_host, variant
             assert not hot and th["wrk_connections"] == 0 and cpu < 0.05, (th["comm"], cpu)
             continue
         blocked = float(rows["wait_ns_sum"].sum()) / (t1 - t0) / 1e9
-        # The blocked time is an estimate from 1 call in 8 (each counting 8), and a busy
-        # host makes some waits long: its error shrinks with the calls sampled. Measured
-        # here: a loop with 2 paced clients (~100 sampled calls) read 1.22 s blocked a second.
-        sampled = int(rows["calls"].sum()) // 8
-        assert blocked + cpu <= 1 + 4 / np.sqrt(max(sampled, 1)), (th["comm"], blocked, cpu, sampled)
+        assert blocked + cpu <= 1 + sampling_error(rows, times), (th["comm"], blocked, cpu, int(rows["calls"].sum()))
         if hot:
             assert blocked < 0.05 and cpu >= 0.5, (th["comm"], blocked, cpu)
         else:
