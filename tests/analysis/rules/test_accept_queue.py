@@ -160,6 +160,27 @@ def test_bursts_draining_at_interval_ends_stay_sizing() -> None:
         assert f.cause_class == cause, (name, f.cause_class)
 
 
+def test_a_queue_found_empty_in_its_intervals_is_not_capacity() -> None:
+    """A real sizing run made to catch a burst draining at every overflowing interval's end (the
+    phase lock of bursts every second against a one-second print, which a CI run's training
+    incident hit): its Go server's accept() found the queue empty in those intervals (EAGAIN),
+    so it stays sizing. The same rows without the accept hook's counts (the raw tier) read
+    capacity: the depth at the ends alone cannot tell."""
+    run = Run.open(fixture_run("accept-overflow-sizing-phase"))
+    rows = run.table("aq_listener").copy()
+    overflowing = rows["full_events"] > 0
+    rows.loc[overflowing, "depth_now"] = rows.loc[overflowing, "limit"]
+    run._cache["aq_listener"] = rows
+
+    def cause() -> str | None:
+        (f,) = [x for x in accept_queue.evaluate(run) if x.status != "absent"]
+        return f.cause_class
+
+    assert cause() == "sizing"
+    run._cache["aq_accept"] = run.table("aq_accept").iloc[0:0]
+    assert cause() == "capacity"
+
+
 def _with_extra_listener(run: Run, lport: int, limit: int, depth: int, full_events: int = 0) -> Run:
     """A copy of a real capture with a second listener in the server namespace (its rows cloned from
     the real one's times), as on a shared host: only its depth, limit and full events differ."""
