@@ -339,3 +339,17 @@ def limit_changes(rows: pd.DataFrame, start: float, calls: pd.DataFrame | None =
             out.append(change)
         last = lim
     return out
+
+
+def found_empty(run: RunLike, netns: int, lport: int, rows: pd.DataFrame) -> pd.Series | None:
+    """Per interval of a listener (aligned with its aq_listener rows): did its accepting
+    processes find the queue empty (accept() returned EAGAIN, aq_accept's eagain)? None when
+    that cannot be told: no accept hook (the raw tier), or a sibling listener on the same port
+    in the namespace (aq_accept is keyed by port)."""
+    acc = run.table("aq_accept")
+    lst = run.table("aq_listener")
+    same_port = lst[(lst["netns"] == netns) & (lst["lport"] == lport)]
+    if acc.empty or same_port["laddr"].nunique() > 1:
+        return None
+    eagain = acc[(acc["netns"] == netns) & (acc["lport"] == lport)].groupby("time_s")["eagain"].sum()
+    return (rows["time_s"].map(eagain).fillna(0) > 0).set_axis(rows.index)

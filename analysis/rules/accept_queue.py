@@ -30,6 +30,7 @@ from ..derived.accept_queue import (
     LISTENER_KEY,
     AcceptRates,
     accept_rates,
+    found_empty,
     full_intervals,
     limit_changes,
     limit_in_force,
@@ -261,24 +262,9 @@ def _status(counter_ev: dict[str, Any]) -> Status:
     return "confirmed" if matched or (counter_ev.get("listener_drops") or 0) > 0 else "suspected"
 
 
-def _found_empty(run: RunView, li: _Listener) -> pd.Series | None:
-    """Per interval of the listener (aligned with li.rows): did its accepting processes find the
-    queue empty (accept() returned EAGAIN, counted by the probe's aq_accept rows)? None when
-    that cannot be told: no accept hook (the raw tier), or a sibling listener on the same port
-    in the namespace (aq_accept is keyed by port)."""
-    acc = run.table("aq_accept")
-    lst = run.table("aq_listener")
-    same_port = lst[(lst["netns"] == li.netns) & (lst["lport"] == li.lport)]
-    if acc.empty or same_port["laddr"].nunique() > 1:
-        return None
-    mine = acc[(acc["netns"] == li.netns) & (acc["lport"] == li.lport)]
-    eagain = mine.groupby("time_s")["eagain"].sum()
-    return (li.rows["time_s"].map(eagain).fillna(0) > 0).set_axis(li.rows.index)
-
-
-def _classify(rows: pd.DataFrame, found_empty: pd.Series | None = None) -> tuple[str, dict[str, Any]]:
-    """Cause class from the listener's intervals (sorted by time). found_empty: the intervals in
-    which the application found the queue empty (_found_empty), or None."""
+def _classify(rows: pd.DataFrame, emptied: pd.Series | None = None) -> tuple[str, dict[str, Any]]:
+    """Cause class from the listener's intervals (sorted by time). emptied: the intervals in
+    which the application found the queue empty (derived found_empty), or None."""
     full_at_end = rows["depth_now"] > rows["limit"]
     nearly_full_at_end = rows["depth_now"] >= rows["limit"]
     stalled = nearly_full_at_end & (rows["accepted"] == 0)
@@ -296,7 +282,7 @@ def _classify(rows: pd.DataFrame, found_empty: pd.Series | None = None) -> tuple
     # training incident called capacity in a CI run, 2026-11-27; its Go server accepted about
     # 100 a second of its 440 and met an empty queue in each such interval). Overload does not
     # (the queue lab's overflowing intervals: EAGAIN only in the first and the last).
-    drained = found_empty if found_empty is not None else pd.Series(False, index=rows.index)
+    drained = emptied if emptied is not None else pd.Series(False, index=rows.index)
     busy_full = (
         ((nearly_full_at_end | (backlog_left & (rows["full_events"] > 0))) & (rows["accepted"] > 0) & ~drained)
         .astype(int)
@@ -322,7 +308,7 @@ def _classify(rows: pd.DataFrame, found_empty: pd.Series | None = None) -> tuple
         "longest_full_run_with_accepts": longest,
         "overflowing_intervals": int(overflowing.sum()),
         "overflowing_share_with_queue_left": round(left_share, 3),
-        "overflowing_intervals_found_empty": None if found_empty is None else int((drained & overflowing).sum()),
+        "overflowing_intervals_found_empty": None if emptied is None else int((drained & overflowing).sum()),
     }
     if stalled.any():
         return "stall", ev
@@ -449,7 +435,7 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         # Full while the captured counter did not rise then: no connection was dropped; not implicated.
         chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", "no_overflows_then", counter_ev)]
         return Finding(KIND, "absent", subject, window=window, chain=chain)
-    cause_class, class_ev = _classify(li.rows, _found_empty(run, li))
+    cause_class, class_ev = _classify(li.rows, found_empty(run, li.netns, li.lport, li.rows))
     rates = accept_rates(li.rows, li.full, li.interval)
     cause_ev = _cause_evidence(run, li, window, cause_class, class_ev, rates)
     fix_ev = _fix_evidence(li, cause_class, cause_ev, rates, counter_ev["listen_overflows_in_window"])
