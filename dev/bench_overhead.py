@@ -62,6 +62,27 @@ def parse_wrk(path: str) -> dict[str, Any]:
     return r
 
 
+def machine_cpu(path: str) -> dict[str, float]:
+    """The machine's CPU seconds over a wrk window from its /proc/stat "cpu" lines before and after
+    (file written beside wrk's output): busy (user, nice, system, irq, softirq; guest time is in
+    user), idle (with iowait) and steal. Empty when the file is missing or short."""
+    try:
+        with open(path) as f:
+            lines = [line.split() for line in f if line.startswith("cpu ")]
+    except OSError:
+        return {}
+    if len(lines) < 2:
+        return {}
+    d = [int(b) - int(a) for a, b in zip(lines[0][1:], lines[1][1:], strict=False)]
+    d += [0] * (8 - len(d))
+    hz = os.sysconf("SC_CLK_TCK")
+    return {
+        "cpu_busy_s": (d[0] + d[1] + d[2] + d[5] + d[6]) / hz,
+        "cpu_idle_s": (d[3] + d[4]) / hz,
+        "cpu_steal_s": d[7] / hz,
+    }
+
+
 def sizes(path: str) -> dict[str, int]:
     out: dict[str, int] = {}
     if os.path.exists(path):
@@ -126,6 +147,7 @@ def record(argv: list[str]) -> None:
     rec: dict[str, Any] = {"case": a["case"], "pair": int(a["pair"]), "kind": a["kind"]}
     if a.get("wrk"):
         rec.update(parse_wrk(a["wrk"]))
+        rec.update(machine_cpu(a["wrk"] + ".cpu"))
     if a.get("stats_wrk"):
         # The BPF-time window (bpf_stats on): the per-connection BPF figures divide by its requests.
         rec["stats_requests"] = parse_wrk(a["stats_wrk"])["requests"]
@@ -191,6 +213,24 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
 def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: int) -> dict[str, Any]:
     """A case's with/base throughput ratios per pair, BPF time per connection and start-up times."""
     ratios = [with_[p]["rps"] / base[p]["rps"] for p in sorted(base) if p in with_ and base[p]["rps"] > 0]
+    # Requests per busy CPU second of the whole machine, with over base: what the case costs each
+    # connection in CPU (BPF, its own processes, a syscall slow path alike), whatever share of
+    # the CPUs the VM's neighbours left this run.
+    eff = [
+        (with_[p]["requests"] / with_[p]["cpu_busy_s"]) / (base[p]["requests"] / base[p]["cpu_busy_s"])
+        for p in sorted(base)
+        if p in with_ and with_[p].get("cpu_busy_s") and base[p].get("cpu_busy_s") and base[p]["requests"]
+    ]
+    idle = [
+        r["cpu_idle_s"] / (r["cpu_idle_s"] + r["cpu_busy_s"] + r.get("cpu_steal_s", 0))
+        for r in [*base.values(), *with_.values()]
+        if r.get("cpu_busy_s")
+    ]
+    steal = [
+        r["cpu_steal_s"] / (r["cpu_idle_s"] + r["cpu_busy_s"] + r["cpu_steal_s"])
+        for r in [*base.values(), *with_.values()]
+        if r.get("cpu_busy_s")
+    ]
     ns = sum(with_[p].get("bpf_ns", 0) for p in with_)
     us_conn = ns / reqs / 1000 if reqs and c != "samplers" else None
     us_pairs = [
@@ -211,6 +251,10 @@ def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: in
         "ratio_median": statistics.median(ratios) if ratios else None,
         "ratio_min": min(ratios) if ratios else None,
         "ratio_max": max(ratios) if ratios else None,
+        "cpu_ratios": eff,
+        "cpu_ratio_median": statistics.median(eff) if eff else None,
+        "idle_share_max": max(idle) if idle else None,
+        "steal_share_max": max(steal) if steal else None,
         "base_rps_median": statistics.median([base[p]["rps"] for p in base]) if base else None,
         "with_rps_median": statistics.median([with_[p]["rps"] for p in with_]) if with_ else None,
         "bpf_us_per_conn": us_conn,
@@ -362,27 +406,46 @@ def net_of_floor_lines(summary: dict[str, Any], cpus: int) -> list[str]:
     return L
 
 
-def against_null_lines(summary: dict[str, Any]) -> list[str]:
-    """Each case's ratios against the null case's, when it ran: the A/B method's own spread on
-    this machine (a bpftrace process with no tracepoint loads nothing a connection pays for).
-    Whether the case's median lies within that spread, and a two-sided Mann-Whitney U test of
-    the two sets of ratios: a p-value well above 0.05 says this many pairs tell no difference,
-    not that there is none (the CPU lines above say how large one could be)."""
-    null = summary["cases"].get("null", {}).get("ratios") or []
+def against_null_lines(summary: dict[str, Any], key: str = "ratios", title: str = "") -> list[str]:
+    """Each case's ratios (summary key `key`) against the null case's, when it ran: the A/B
+    method's own spread on this machine (a bpftrace process with no tracepoint loads nothing a
+    connection pays for). Whether the case's median lies within that spread, and a two-sided
+    Mann-Whitney U test of the two sets of ratios: a p-value well above 0.05 says this many pairs
+    tell no difference, not that there is none (the CPU lines above say how large one could be)."""
+    null = summary["cases"].get("null", {}).get(key) or []
     if len(null) < 2:
         return []
     lo, hi = min(null), max(null)
-    L = ["", f"Against the null case ({len(null)} pairs, {fmt_range(null)}{TIMES}): median within its spread; "
-             "Mann-Whitney U, two-sided"]  # fmt: skip
+    L = ["", f"{title}Against the null case ({len(null)} pairs, {fmt_range(null)}{TIMES}): median within its "
+             "spread; Mann-Whitney U, two-sided"]  # fmt: skip
     for c, cs in summary["cases"].items():
-        ratios = cs.get("ratios") or []
+        ratios = cs.get(key) or []
         if c == "null" or len(ratios) < 2:
             continue
         p = float(stats.mannwhitneyu(ratios, null, alternative="two-sided").pvalue)
-        within = lo <= cs["ratio_median"] <= hi
-        cs["against_null"] = {"median_within_null_spread": within, "mann_whitney_p": p}
-        L.append(f"  {c:<14}{cs['ratio_median']:.3f}{TIMES} {'within' if within else 'OUTSIDE'}; p = {p:.3f}")
+        median = statistics.median(ratios)
+        within = lo <= median <= hi
+        cs.setdefault("against_null", {})[key] = {"median_within_null_spread": within, "mann_whitney_p": p}
+        L.append(f"  {c:<14}{median:.3f}{TIMES} {'within' if within else 'OUTSIDE'}; p = {p:.3f}")
     return L
+
+
+def cpu_ratio_lines(summary: dict[str, Any]) -> list[str]:
+    """Requests per busy CPU second of the whole machine, with over base, per case: the cost a
+    connection pays in CPU, measured (BPF, the case's own processes and any syscall slow path
+    alike) rather than predicted, and not moved by how much CPU the VM's neighbours left a run
+    (steal). Equal to the throughput ratio on a host whose CPUs the load keeps busy; the idle
+    share says how busy they were."""
+    rows = {c: cs for c, cs in summary["cases"].items() if cs.get("cpu_ratios")}
+    if not rows:
+        return []
+    L = ["", "Requests per busy CPU second (the whole machine's user+system+irq time over the wrk window), "
+             "with / base: median (min" + DASH + "max); the runs' highest idle and steal shares"]  # fmt: skip
+    for c, cs in rows.items():
+        r = cs["cpu_ratios"]
+        L.append(f"  {c:<14}{cs['cpu_ratio_median']:.3f}{TIMES} ({fmt_range(r)})  idle {cs['idle_share_max']:.1%}, "
+                 f"steal {cs['steal_share_max']:.1%}")  # fmt: skip
+    return L + against_null_lines(summary, "cpu_ratios", "Per busy CPU second. ")
 
 
 def rates_lines(rates: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
@@ -449,6 +512,7 @@ def summarize(argv: list[str]) -> None:
         L.extend(program_lines(summary, ab_cases))
         L.extend(net_of_floor_lines(summary, int(meta["cpus"])))
     L.extend(against_null_lines(summary))
+    L.extend(cpu_ratio_lines(summary))
     if summary["recursion_misses"]:
         L.extend(misses_lines(summary))
     rates = [r for r in runs if r["case"] == "rates"]

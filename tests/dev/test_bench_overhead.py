@@ -32,10 +32,10 @@ def test_a_case_within_the_null_spread_is_told_apart_from_one_outside() -> None:
     summary = {"cases": {"null": _case(NULL), "monitor": _case(MONITOR), "slower": _case(slower)}}
     lines = bench.against_null_lines(summary)
     verdict = summary["cases"]
-    assert verdict["monitor"]["against_null"]["median_within_null_spread"] is True
-    assert verdict["monitor"]["against_null"]["mann_whitney_p"] > 0.2
-    assert verdict["slower"]["against_null"]["median_within_null_spread"] is False
-    assert verdict["slower"]["against_null"]["mann_whitney_p"] < 0.01
+    assert verdict["monitor"]["against_null"]["ratios"]["median_within_null_spread"] is True
+    assert verdict["monitor"]["against_null"]["ratios"]["mann_whitney_p"] > 0.2
+    assert verdict["slower"]["against_null"]["ratios"]["median_within_null_spread"] is False
+    assert verdict["slower"]["against_null"]["ratios"]["mann_whitney_p"] < 0.01
     assert "against_null" not in verdict["null"] and any("OUTSIDE" in line and "slower" in line for line in lines)
 
 
@@ -43,3 +43,33 @@ def test_no_verdict_without_a_null_case() -> None:
     summary = {"cases": {"monitor": _case(MONITOR)}}
     assert _bench().against_null_lines(summary) == []
     assert "against_null" not in summary["cases"]["monitor"]
+
+
+def test_machine_cpu_splits_busy_idle_and_steal(tmp_path) -> None:
+    # /proc/stat's cpu line here, before and after a shell loop spun one of the 2 CPUs for 3 s
+    # (2026-11-27): 300 ticks user, 2 system, 298 idle.
+    stat = tmp_path / "wrk.out.cpu"
+    stat.write_text(
+        "cpu  4797869 0 1429670 5756380 29072 0 266059 112035 0 0\n"
+        "cpu  4798169 0 1429672 5756678 29072 0 266059 112035 0 0\n"
+    )
+    hz = _bench().os.sysconf("SC_CLK_TCK")
+    cpu = _bench().machine_cpu(str(stat))
+    assert cpu == {"cpu_busy_s": 302 / hz, "cpu_idle_s": 298 / hz, "cpu_steal_s": 0.0}
+    stat.write_text("cpu  4797869 0 1429670 5756380 29072 0 266059 112035 0 0\n")  # wrk died before the second
+    assert _bench().machine_cpu(str(stat)) == {}
+
+
+def test_requests_per_busy_cpu_second_are_paired_like_the_throughput() -> None:
+    def run(pair: int, requests: int, busy: float) -> dict[str, object]:
+        return {"pair": pair, "rps": requests / 8, "requests": requests, "cpu_busy_s": busy, "cpu_idle_s": 1.0,
+                "cpu_steal_s": 0.5}  # fmt: skip
+
+    # Pair 1: the same CPU, 10 % fewer requests; pair 2: 10 % fewer requests from 10 % less CPU (a
+    # neighbour took it): the same cost per connection.
+    base = {1: run(1, 100_000, 14.0), 2: run(2, 100_000, 14.0)}
+    with_ = {1: run(1, 90_000, 14.0), 2: run(2, 90_000, 12.6)}
+    cs = _bench().case_numbers("cheap", base, with_, 0)
+    assert cs["ratios"] == [0.9, 0.9]
+    assert [round(r, 6) for r in cs["cpu_ratios"]] == [0.9, 1.0]
+    assert cs["idle_share_max"] == 1.0 / 14.1 and cs["steal_share_max"] == 0.5 / 14.1
