@@ -40,24 +40,27 @@ def compiler_ranges(pid: int) -> list[tuple[int, int]]:
     return ranges
 
 
+_libc: ctypes.CDLL | None = None
+
+
 def page_out(pid: int, ranges: list[tuple[int, int]]) -> int:
-    """Ask the kernel to drop these pages of the process now; the bytes it took, 0 when it
-    cannot (no process_madvise, no permission, the process gone)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    pidfd = libc.syscall(_SYS_PIDFD_OPEN, pid, 0)
+    """Ask the kernel to drop these pages of the process now, in one call; the bytes it took, 0
+    when it cannot (no process_madvise, no permission, the process gone). A page another process
+    maps too is left (mm/madvise.c skips a folio mapped more than once)."""
+    global _libc
+    if not ranges:
+        return 0
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = _libc.syscall(_SYS_PIDFD_OPEN, pid, 0)
     if pidfd < 0:
         return 0
-    done = 0
     try:
-        for start, length in ranges:
-            iov = _Iovec(start, length)
-            n = libc.syscall(_SYS_PROCESS_MADVISE, pidfd, ctypes.byref(iov), 1, _MADV_PAGEOUT, 0)
-            if n < 0:
-                return done
-            done += n
+        iov = (_Iovec * len(ranges))(*(_Iovec(start, length) for start, length in ranges))
+        n = _libc.syscall(_SYS_PROCESS_MADVISE, pidfd, iov, len(ranges), _MADV_PAGEOUT, 0)
     finally:
         os.close(pidfd)
-    return done
+    return max(0, n)
 
 
 def compiler_kb(pid: int, field: str = "Pss") -> int:

@@ -19,11 +19,20 @@ from pathlib import Path
 from .memory import release_compiler_pages
 from .stream import CsvRows, Row
 
-# Again and again: a page a capture's bpftrace maps too stays, and once that process is gone
-# this one holds it alone, at full PSS, until the next release. Every 60 s a 30-minute soak
-# beside back-to-back labs caught 122 and 131 MB (2026-11-26). Unmeasured, a release is a maps
-# read and one process_madvise per library mapping: 4 ms of CPU here, 0.04 % of a CPU at 10 s.
-RELEASE_EVERY_S = 10.0
+# Again and again: a page another bpftrace maps too (a capture's, beside the monitor's) is not
+# paged out, and that process shares its PSS; once it has gone this one holds the page alone,
+# at full PSS, until the next release. A restart's compile beside a capture maps most of LLVM so:
+# in a soak beside back-to-back labs, with restarts every 60 s, the probe process sat at 104 MB
+# (36 anonymous) for most of 10 s after a lab's bpftrace ended, with a release every 10 s
+# (2026-11-27). A release is a maps read and one process_madvise: 1.3 ms of CPU here, 0.06 % of
+# a CPU every 2 s.
+RELEASE_EVERY_S = 2.0
+# And while bpftrace compiles (started, nothing printed yet), at every tick of the exporter's
+# loop (at most 0.5 s apart): clang's pages are done with once it has parsed, LLVM's passes
+# each touch their own, and the compile's peak is what a memory limit must allow. The bundle of
+# the four 0.17 probe files peaked at 108 MB of PSS without, 93-94 with a page-out every 0.25
+# or 0.5 s, its first interval 0.1 s later (4.08 -> 4.18 s; 2026-11-27).
+RELEASE_WHILE_COMPILING_S = 0.5
 
 
 def log(msg: str) -> None:
@@ -65,6 +74,7 @@ class Probe:
     next_start: float = 0.0
     err_path: Path | None = None
     compiler_released_at: float | None = None  # when this process's LLVM and clang pages were last given back
+    compiling_released_at: float | None = None  # the same while it compiles (RELEASE_WHILE_COMPILING_S)
 
     @property
     def families(self) -> list[Member]:
@@ -117,7 +127,7 @@ def spawn(p: Probe, parser: Path, only: list[str], err: Path) -> None:
     """bpftrace PROBE INTERVAL | its reader (reader_command), both children of the exporter,
     each in a session of its own (a terminal's Ctrl-C is the exporter's)."""
     p.err_path = err
-    p.compiler_released_at = None
+    p.compiler_released_at = p.compiling_released_at = None
     # One malloc arena: bpftrace's threads each got one (glibc's default), -8 MB of PSS here.
     env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
     with open(err, "wb") as fh:
@@ -203,6 +213,8 @@ class Supervisor:
                 if p.up():
                     p.failures_in_row = 0
                     self.release(p, now)
+                else:
+                    self.release_while_compiling(p, now)
                 if self.segment and now - p.started_at >= self.segment and p.up():
                     # Planned restart: a fresh process with empty maps (a map holds 4096 keys;
                     # threads and flows come and go for days). Loses the last partial interval.
@@ -220,6 +232,16 @@ class Supervisor:
         freed = release_compiler_pages(p.proc.pid, measure=first)
         if freed and first:
             log(f"probe {p.family}: {freed / 1024:.0f} MB of bpftrace's LLVM and clang pages given back (PSS)")
+
+    def release_while_compiling(self, p: Probe, now: float) -> None:
+        """The compiler pages bpftrace has touched so far, every RELEASE_WHILE_COMPILING_S until it
+        prints: what it still needs it reads back from the page cache."""
+        if p.proc is None or (
+            p.compiling_released_at is not None and now - p.compiling_released_at < RELEASE_WHILE_COMPILING_S
+        ):
+            return
+        p.compiling_released_at = now
+        release_compiler_pages(p.proc.pid, measure=False)
 
     def died(self, p: Probe, now: float) -> None:
         if p.proc is not None and p.proc.poll() is not None and p.reader is not None:

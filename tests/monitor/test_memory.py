@@ -9,6 +9,9 @@ import subprocess
 import time
 
 from monitor.exporter import memory
+from monitor.exporter.rows import ROWS_USED
+from monitor.exporter.supervise import Probe, Supervisor
+from tests.conftest import ROOT
 
 # A struct cast, so that clang parses the kernel's types as the probe files make it do.
 PROGRAM = """
@@ -63,3 +66,28 @@ def test_compiler_pages_go_and_bpftrace_keeps_tracing(kernel) -> None:
 def test_nothing_to_give_back_in_a_process_without_them() -> None:
     assert memory.compiler_ranges(os.getpid()) == []
     assert memory.release_compiler_pages(os.getpid()) == 0  # python is not bpftrace
+
+
+def test_the_supervisor_gives_them_back_while_bpftrace_compiles(kernel, tmp_path) -> None:
+    """A probe's compile is the exporter's peak: pages clang and LLVM's passes are done with go
+    at each tick before bpftrace prints (supervise.RELEASE_WHILE_COMPILING_S)."""
+    probe = Probe("retransmits", ROOT / "probes" / "retransmits.bt", "tracepoint", 1)
+    sup = Supervisor([probe], ROOT / "collector" / "probe-to-csv", tmp_path, list(ROWS_USED), 0, lambda r, w: None)
+    released = []  # (private compiler kB before a tick that paged out, after it)
+    sup.start(probe, None, time.monotonic())
+    try:
+        assert probe.proc is not None
+        deadline = time.monotonic() + 60
+        while not probe.up() and probe.running() and time.monotonic() < deadline:
+            before, at = memory.compiler_kb(probe.proc.pid, "Private_Clean"), probe.compiling_released_at
+            sup.tick(time.monotonic())
+            if probe.compiling_released_at != at:
+                released.append((before, memory.compiler_kb(probe.proc.pid, "Private_Clean")))
+            sup.wait(0.1)
+        assert probe.up(), "bpftrace did not start"
+        # Most ticks find some compiler pages only this bpftrace maps; each takes them.
+        busy = [(b, a) for b, a in released if b > 4096]
+        assert busy, released
+        assert all(a < b / 2 for b, a in busy), released
+    finally:
+        sup.close()
