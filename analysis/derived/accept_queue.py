@@ -353,3 +353,38 @@ def found_empty(run: RunLike, netns: int, lport: int, rows: pd.DataFrame) -> pd.
         return None
     eagain = acc[(acc["netns"] == netns) & (acc["lport"] == lport)].groupby("time_s")["eagain"].sum()
     return (rows["time_s"].map(eagain).fillna(0) > 0).set_axis(rows.index)
+
+
+def interval_shape(rows: pd.DataFrame, emptied: pd.Series | None = None) -> dict[str, Any]:
+    """What a listener's intervals (sorted by time) looked like at their ends, for the rule's
+    cause class: intervals stalled (nearly full, nothing accepted) and full at the end; the
+    longest run of consecutive intervals that overflowed or ended nearly full while accepts went
+    on; the overflowing intervals, the share of them that still held a queue at the end, and how
+    many of them found the queue empty (emptied: found_empty; None when it cannot be told)."""
+    nearly_full_at_end = rows["depth_now"] >= rows["limit"]
+    stalled = nearly_full_at_end & (rows["accepted"] == 0)
+    # "A queue" means at least half the limit: the print lands at some phase of
+    # the bursts (and of their SYN retries), so a burst still draining can
+    # leave a few. Measured at interval ends with limit 16: sizing runs 0-11
+    # (never two ends in a row at >= 8), overload (queue variant) 14-18.
+    backlog_left = rows["depth_now"] >= (rows["limit"] // 2).clip(lower=1)
+    # An interval in which the application found the queue empty (EAGAIN from a non-blocking
+    # accept) did not keep a queue throughout, wherever its end landed: bursts every second
+    # against a one-second print can catch a draining burst at every end (a busy-host
+    # training incident called capacity in a CI run, 2026-11-27; its Go server accepted about
+    # 100 a second of its 440 and met an empty queue in each such interval). Overload does not
+    # (the queue lab's overflowing intervals: EAGAIN only in the first and the last).
+    drained = emptied if emptied is not None else pd.Series(False, index=rows.index)
+    overflowing = rows["full_events"] > 0
+    busy_full = (nearly_full_at_end | (backlog_left & overflowing)) & (rows["accepted"] > 0) & ~drained
+    # Longest run of True: a run's id changes at every False.
+    runs = (~busy_full).cumsum()[busy_full]
+    left_share = float((backlog_left & overflowing).sum()) / max(1, int(overflowing.sum()))
+    return {
+        "intervals_stalled": int(stalled.sum()),
+        "intervals_full_at_end": int((rows["depth_now"] > rows["limit"]).sum()),
+        "longest_full_run_with_accepts": int(runs.value_counts().max()) if len(runs) else 0,
+        "overflowing_intervals": int(overflowing.sum()),
+        "overflowing_share_with_queue_left": round(left_share, 3),
+        "overflowing_intervals_found_empty": None if emptied is None else int((drained & overflowing).sum()),
+    }

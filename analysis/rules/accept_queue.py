@@ -32,6 +32,7 @@ from ..derived.accept_queue import (
     accept_rates,
     found_empty,
     full_intervals,
+    interval_shape,
     limit_changes,
     limit_in_force,
     listener_drops,
@@ -263,35 +264,12 @@ def _status(counter_ev: dict[str, Any]) -> Status:
 
 
 def _classify(rows: pd.DataFrame, emptied: pd.Series | None = None) -> tuple[str, dict[str, Any]]:
-    """Cause class from the listener's intervals (sorted by time). emptied: the intervals in
-    which the application found the queue empty (derived found_empty), or None."""
-    full_at_end = rows["depth_now"] > rows["limit"]
-    nearly_full_at_end = rows["depth_now"] >= rows["limit"]
-    stalled = nearly_full_at_end & (rows["accepted"] == 0)
-    # Runs of consecutive intervals that overflowed and still had a queue at
-    # their end while accepts went on: the accept loop never caught up. After
-    # a burst (sizing) the queue drains before the interval ends.
-    # "A queue" means at least half the limit: the print lands at some phase of
-    # the bursts (and of their SYN retries), so a burst still draining can
-    # leave a few. Measured at interval ends with limit 16: sizing runs 0-11
-    # (never two ends in a row at >= 8), overload (queue variant) 14-18.
-    backlog_left = rows["depth_now"] >= (rows["limit"] // 2).clip(lower=1)
-    # An interval in which the application found the queue empty (EAGAIN from a non-blocking
-    # accept) did not keep a queue throughout, wherever its end landed: bursts every second
-    # against a one-second print can catch a draining burst at every end (a busy-host
-    # training incident called capacity in a CI run, 2026-11-27; its Go server accepted about
-    # 100 a second of its 440 and met an empty queue in each such interval). Overload does not
-    # (the queue lab's overflowing intervals: EAGAIN only in the first and the last).
-    drained = emptied if emptied is not None else pd.Series(False, index=rows.index)
-    busy_full = (
-        ((nearly_full_at_end | (backlog_left & (rows["full_events"] > 0))) & (rows["accepted"] > 0) & ~drained)
-        .astype(int)
-        .tolist()
-    )
-    longest, cur = 0, 0
-    for b in busy_full:
-        cur = cur + 1 if b else 0
-        longest = max(longest, cur)
+    """Cause class from the listener's intervals (sorted by time; numbers from derived
+    interval_shape). emptied: the intervals in which the application found the queue empty
+    (derived found_empty), or None."""
+    ev = interval_shape(rows, emptied)
+    if ev["intervals_stalled"]:
+        return "stall", ev
     # Overload keeps a queue at (nearly) every overflowing interval's end; bursts
     # leave one only when a print happens to land while one drains. Two ends in a
     # row are not enough on their own: the burst period and the print interval
@@ -300,19 +278,8 @@ def _classify(rows: pd.DataFrame, emptied: pd.Series | None = None) -> tuple[str
     # ending with >= 8 queued): queue variant 7/9; sizing runs 0/10, 2/10, 3/8
     # (the last one, with ends 14 and 11 in a row, was called capacity by a
     # two-in-a-row rule alone in a CI run).
-    overflowing = rows["full_events"] > 0
-    left_share = float((backlog_left & overflowing).sum()) / max(1, int(overflowing.sum()))
-    ev = {
-        "intervals_stalled": int(stalled.sum()),
-        "intervals_full_at_end": int(full_at_end.sum()),
-        "longest_full_run_with_accepts": longest,
-        "overflowing_intervals": int(overflowing.sum()),
-        "overflowing_share_with_queue_left": round(left_share, 3),
-        "overflowing_intervals_found_empty": None if emptied is None else int((drained & overflowing).sum()),
-    }
-    if stalled.any():
-        return "stall", ev
-    if longest >= 2 and left_share >= CAPACITY_QUEUE_LEFT_SHARE:
+    queue_left = ev["overflowing_share_with_queue_left"] >= CAPACITY_QUEUE_LEFT_SHARE
+    if ev["longest_full_run_with_accepts"] >= 2 and queue_left:
         return "capacity", ev
     return "sizing", ev
 

@@ -201,3 +201,17 @@ def test_saturation_model_with_own_enqueues() -> None:
     csv = listener_csv(HOST_OVERFLOW, HOST_NS, 18090)
     assert got["burst"] <= int(csv["enqueues"].max())
     assert got["burst"] > 0
+
+
+def test_interval_shape_counts_the_longest_run_of_full_intervals_with_accepts() -> None:
+    # The real sizing capture's listener, its ends rewritten: intervals 0-1 and 3-5 end full
+    # while accepting, 2 ends empty; 4 found the queue empty (EAGAIN), which breaks its run.
+    rows = listener_csv(SIZING, lab_netns(SIZING, "srv"), 8080).sort_values("time_s").head(7).reset_index(drop=True)
+    full = [True, True, False, True, True, True, False]
+    rows["depth_now"] = [int(lim) + 1 if f else 0 for lim, f in zip(rows["limit"], full, strict=True)]
+    rows["accepted"] = 10
+    assert aq.interval_shape(rows)["longest_full_run_with_accepts"] == 3
+    emptied = pd.Series([False, False, False, False, True, False, False])
+    shape = aq.interval_shape(rows, emptied)
+    assert shape["longest_full_run_with_accepts"] == 2
+    assert shape["intervals_full_at_end"] == 5 and shape["intervals_stalled"] == 0
