@@ -213,24 +213,15 @@ def case_summary(c: str, runs: list[dict[str, Any]], summary: dict[str, Any]) ->
 def case_numbers(c: str, base: dict[int, dict], with_: dict[int, dict], reqs: int) -> dict[str, Any]:
     """A case's with/base throughput ratios per pair, BPF time per connection and start-up times."""
     ratios = [with_[p]["rps"] / base[p]["rps"] for p in sorted(base) if p in with_ and base[p]["rps"] > 0]
-    # Requests per busy CPU second of the whole machine, with over base: what the case costs each
-    # connection in CPU (BPF, its own processes, a syscall slow path alike), whatever share of
-    # the CPUs the VM's neighbours left this run.
+    # Requests per busy CPU second of the whole machine, with over base (cpu_ratio_lines).
     eff = [
         (with_[p]["requests"] / with_[p]["cpu_busy_s"]) / (base[p]["requests"] / base[p]["cpu_busy_s"])
         for p in sorted(base)
         if p in with_ and with_[p].get("cpu_busy_s") and base[p].get("cpu_busy_s") and base[p]["requests"]
     ]
-    idle = [
-        r["cpu_idle_s"] / (r["cpu_idle_s"] + r["cpu_busy_s"] + r.get("cpu_steal_s", 0))
-        for r in [*base.values(), *with_.values()]
-        if r.get("cpu_busy_s")
-    ]
-    steal = [
-        r["cpu_steal_s"] / (r["cpu_idle_s"] + r["cpu_busy_s"] + r["cpu_steal_s"])
-        for r in [*base.values(), *with_.values()]
-        if r.get("cpu_busy_s")
-    ]
+    timed_cpu = [r for r in [*base.values(), *with_.values()] if r.get("cpu_busy_s")]
+    idle = [r["cpu_idle_s"] / (r["cpu_idle_s"] + r["cpu_busy_s"] + r["cpu_steal_s"]) for r in timed_cpu]
+    steal = [r["cpu_steal_s"] / (r["cpu_idle_s"] + r["cpu_busy_s"] + r["cpu_steal_s"]) for r in timed_cpu]
     ns = sum(with_[p].get("bpf_ns", 0) for p in with_)
     us_conn = ns / reqs / 1000 if reqs and c != "samplers" else None
     us_pairs = [
@@ -434,8 +425,9 @@ def cpu_ratio_lines(summary: dict[str, Any]) -> list[str]:
     """Requests per busy CPU second of the whole machine, with over base, per case: the cost a
     connection pays in CPU, measured (BPF, the case's own processes and any syscall slow path
     alike) rather than predicted, and not moved by how much CPU the VM's neighbours left a run
-    (steal). Equal to the throughput ratio on a host whose CPUs the load keeps busy; the idle
-    share says how busy they were."""
+    (steal); still moved by the machine's own speed (README, "Cost on a busy server"). Equal to
+    the throughput ratio on a host whose CPUs the load keeps busy; the idle share says how busy
+    they were."""
     rows = {c: cs for c, cs in summary["cases"].items() if cs.get("cpu_ratios")}
     if not rows:
         return []
