@@ -277,13 +277,16 @@ tree_pids() {
 
 # Inode number of a network namespace (what the probes report as netns):
 # the host's when the name is empty.
-# A network namespace a capture samples is named one of three ways: an `ip netns`
-# name, pid:N (the namespace process N lives in) or container:NAME (a podman or
-# docker container's, by name or id); "" is the host's. resolve_netns turns
-# container:NAME into pid:N (the runtime's own record of its main process) or fails.
+# A network namespace a capture samples is named one of four ways: an `ip netns`
+# name, pid:N (the namespace process N lives in), container:NAME (a podman or
+# docker container's, by name or id) or inode:N (the namespace whose inode is N, as
+# the probes and a report name one); "" is the host's. resolve_netns turns
+# container:NAME into pid:N (the runtime's own record of its main process), inode:N
+# into the ip netns name or a pid living there, or fails.
 resolve_netns() {
 	local ns=$1 pid=""
 	case $ns in
+	inode:*) netns_by_inode "${ns#inode:}" ;;
 	container:*)
 		if command -v podman >/dev/null; then
 			pid=$(podman inspect --format '{{.State.Pid}}' "${ns#container:}" 2>/dev/null) || pid=""
@@ -297,6 +300,21 @@ resolve_netns() {
 	pid:*) [[ ${ns#pid:} =~ ^[1-9][0-9]*$ && -e /proc/${ns#pid:}/ns/net ]] && echo "$ns" ;;
 	*) [[ -e /run/netns/$ns ]] && echo "$ns" ;;
 	esac
+}
+
+# netns_by_inode N: the ip netns name of namespace inode N, else pid:P of a process in it.
+netns_by_inode() {
+	local want=$1 path ino
+	[[ $want =~ ^[1-9][0-9]*$ ]] || return 1
+	while read -r path ino; do
+		[[ $ino == "$want" ]] || continue
+		case $path in
+		/run/netns/*) echo "${path#/run/netns/}" ;;
+		*) path=${path#/proc/}; echo "pid:${path%%/*}" ;;
+		esac
+		return 0
+	done < <(stat -L -c '%n %i' /run/netns/* /proc/[0-9]*/ns/net 2>/dev/null)
+	return 1
 }
 
 netns_inode() {

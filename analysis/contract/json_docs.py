@@ -75,6 +75,12 @@ LAB_SCHEMA = _obj(
                 "accept_delay_dist": _t("string", "fixed or exp"),
                 "stall_at": _t("string", "Go duration"),
                 "stall_for": _t("string", "Go duration"),
+                "reuseport_members": _t(
+                    "integer",
+                    "accept-overflow lab: processes in its SO_REUSEPORT group (0: one plain listener)",
+                    minimum=0,
+                ),
+                "stall_members": _t("string", "accept-overflow lab: the group's members that stall (0-based, commas)"),
                 "pid": _t(["integer", "null"], "server process id", minimum=0),
                 "comm": _t("string", "server process name"),
                 "gomaxprocs": _t(["integer", "null"], "GOMAXPROCS of the Go server", minimum=1),
@@ -88,6 +94,19 @@ LAB_SCHEMA = _obj(
                             "requests": _t("integer", "requests answered", minimum=0),
                             "service_seconds": _t("number", "seconds the accept loop was busy", minimum=0),
                             "accept_delay_ms": _t("number", "accept delay (ms)", minimum=0),
+                            "members": _t(
+                                "array",
+                                "a SO_REUSEPORT group: each member's own counts, with its member index and pid",
+                                items=_obj(
+                                    "one member",
+                                    {
+                                        "member": _t("integer", "0-based member index", minimum=0),
+                                        "pid": _t("integer", "the member's process", minimum=1),
+                                        "accepted": _t("integer", "connections it accepted", minimum=0),
+                                    },
+                                    required=("member", "pid", "accepted"),
+                                ),
+                            ),
                         },
                     ),
                     "type": ["object", "null"],

@@ -15,7 +15,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, 9, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,13 @@ class Legacy:
 
 
 def _aq_listener_from_v1(df: pd.DataFrame) -> pd.DataFrame:
-    return df[TABLES["aq_listener"].column_names]
+    return _aq_from_v_before_sockets(df, "aq_listener")
+
+
+def _aq_from_v_before_sockets(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    # No socket inode before contract 10: 0, "not known" (rows of one address and port may be
+    # several sockets of a SO_REUSEPORT group, merged).
+    return _now(df.assign(sock_ino=0), name)
 
 
 def _ep_loop_from_v1(df: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +58,12 @@ def _listeners_from_v1(df: pd.DataFrame) -> pd.DataFrame:
 
 def _listeners_from_v2(df: pd.DataFrame) -> pd.DataFrame:
     # Whether a "::" listener took IPv4 too was not recorded before contract 6.
-    return _now(df.assign(dual_stack=pd.NA), "listeners")
+    return _listeners_from_v3(df.assign(dual_stack=pd.NA))
+
+
+def _listeners_from_v3(df: pd.DataFrame) -> pd.DataFrame:
+    # Which socket a row is, and every process holding it, were not recorded before contract 10.
+    return _now(df.assign(sock_ino=pd.NA, holders=pd.NA, watchers=pd.NA), "listeners")
 
 
 def _processes_from_v1(df: pd.DataFrame) -> pd.DataFrame:
@@ -80,12 +91,21 @@ def _without(name: str, version: int, description: str, *dropped: str) -> Table:
     """A table as an older contract wrote it: today's columns less those it did not have yet."""
     now = TABLES[name]
     columns = tuple(c for c in now.columns if c.name not in dropped)
-    return Table(now.name, now.file, now.writer, version, description, columns, key=now.key)
+    key = tuple(k for k in now.key if k not in dropped)
+    return Table(now.name, now.file, now.writer, version, description, columns, key=key)
+
+
+_SOCKET_COLUMNS = ("sock_ino", "holders", "watchers")
 
 
 # listeners.csv as contracts 2 to 4 wrote it, and as contract 5 did.
 _LISTENERS_V1 = _without(
-    "listeners", 1, "ss -ltnp snapshot per sample: every TCP listener of the namespace.", "drops", "dual_stack"
+    "listeners",
+    1,
+    "ss -ltnp snapshot per sample: every TCP listener of the namespace.",
+    "drops",
+    "dual_stack",
+    *_SOCKET_COLUMNS,
 )
 _LISTENERS_V2 = _without(
     "listeners",
@@ -93,6 +113,27 @@ _LISTENERS_V2 = _without(
     "ss -ltnpm snapshot per sample: every TCP listener of the namespace, with the kernel's own count "
     "of what it dropped.",
     "dual_stack",
+    *_SOCKET_COLUMNS,
+)
+# listeners.csv as contracts 6 to 9 wrote it.
+_LISTENERS_V3 = _without(
+    "listeners",
+    3,
+    "ss -tnme state listening per sample: every TCP listener of the namespace, with the kernel's own count of "
+    "what it dropped; its owner from ss -p, matched by socket inode.",
+    *_SOCKET_COLUMNS,
+)
+# The accept-queue probe's tables as contracts 2 to 9 wrote them (aq_listener: 3 to 9), with no
+# socket inode: rows of one address and port could be several sockets.
+_AQ_LISTEN_V1 = _without("aq_listen", 1, "One row per listen() call seen while the probe ran.", "sock_ino")
+_AQ_LISTENER_V2 = _without(
+    "aq_listener",
+    2,
+    "Per interval, per listener (address and port) that had arrivals, accepts or a non-empty queue.",
+    "sock_ino",
+)
+_AQ_ACCEPT_V1 = _without(
+    "aq_accept", 1, "Per interval, per (process, listener port): the application's accept() calls.", "sock_ino"
 )
 # processes.csv as contract 6 wrote it.
 _PROCESSES_V1 = _without(
@@ -276,7 +317,19 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     6: {"processes": Legacy(_PROCESSES_V1, _processes_from_v1)},
     7: {},
     8: {},
+    9: {},
 }
+# The accept-queue tables gained sock_ino in contract 10 (aq_listener's v1, contract 2, is above).
+for _contract in range(2, 10):
+    LEGACY_TABLES[_contract]["aq_listen"] = Legacy(_AQ_LISTEN_V1, lambda df: _aq_from_v_before_sockets(df, "aq_listen"))
+    LEGACY_TABLES[_contract]["aq_accept"] = Legacy(_AQ_ACCEPT_V1, lambda df: _aq_from_v_before_sockets(df, "aq_accept"))
+    if _contract > 2:
+        LEGACY_TABLES[_contract]["aq_listener"] = Legacy(
+            _AQ_LISTENER_V2, lambda df: _aq_from_v_before_sockets(df, "aq_listener")
+        )
+# listeners.csv gained sock_ino, holders and watchers in contract 10.
+for _contract in range(6, 10):
+    LEGACY_TABLES[_contract]["listeners"] = Legacy(_LISTENERS_V3, _listeners_from_v3)
 # listeners.csv gained drops in contract 5 (and dual_stack in 6): every older contract wrote version 1.
 for _contract in (2, 3, 4):
     LEGACY_TABLES[_contract]["listeners"] = Legacy(_LISTENERS_V1, _listeners_from_v1)

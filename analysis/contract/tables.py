@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 9
+CONTRACT_VERSION = 10
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -59,6 +59,14 @@ TIME_SLACK_S = 5.0
 TIME_SLACK_INTERVALS = 2
 # Tcp counters that are gauges or constants: their delta may be negative (CurrEstab) or their value -1 (MaxConn).
 GAUGE_COUNTERS = frozenset({"CurrEstab", "MaxConn", "RtoAlgorithm", "RtoMin", "RtoMax"})
+# Which listening socket a probe row is about: one member of a SO_REUSEPORT group is not the group.
+SOCK_INO = Col(
+    "sock_ino",
+    INT,
+    "the listening socket's inode (ss -e ino:, listeners.csv sock_ino); 0: not known (a kernel socket, or a "
+    "run of contract 9 or older, whose rows of one address and port may be several sockets)",
+    NONNEG,
+)
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -67,7 +75,7 @@ TABLES: dict[str, Table] = {
             "aq_listen",
             "aq_listen.csv",
             "probes/accept_queue.bt",
-            1,
+            2,
             "One row per listen() call seen while the probe ran.",
             (
                 Col("time_s", INT, "wall-clock second of the listen() call (epoch seconds)", EPOCH),
@@ -75,6 +83,7 @@ TABLES: dict[str, Table] = {
                 Col("comm", STR, "process name: " + COMM_TEXT),
                 NETNS,
                 Col("lport", INT, "local port of the listening socket", PORT),
+                SOCK_INO,
                 Col("fd", INT, "file descriptor passed to listen()", NONNEG),
                 Col("backlog_requested", INT, "backlog argument the application asked for"),
                 Col(
@@ -89,14 +98,17 @@ TABLES: dict[str, Table] = {
             "aq_listener",
             "aq_listener.csv",
             "probes/accept_queue.bt",
-            2,
-            "Per interval, per listening socket that had arrivals, accepts or a non-empty queue.",
+            3,
+            "Per interval, per listening socket that had arrivals, accepts or a non-empty queue. Each member "
+            "of a SO_REUSEPORT group (sockets sharing an address and port) is a row of its own, told apart "
+            "by sock_ino.",
             (
                 PROBE_TIME,
                 NETNS,
                 Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
                 Col("laddr", STR, "local address the socket listens on"),
                 Col("lport", INT, "local port", PORT),
+                SOCK_INO,
                 count_col("limit", "sk_max_ack_backlog: the effective accept-queue limit (read at the interval end)"),
                 count_col("enqueues", "connections queued on the listener this interval (sk_data_ready on LISTEN)"),
                 count_col("depth_max", "largest queue depth right after an enqueue this interval"),
@@ -112,19 +124,20 @@ TABLES: dict[str, Table] = {
             "aq_accept",
             "aq_accept.csv",
             "probes/accept_queue.bt",
-            1,
-            "Per interval, per (process, listener): the application's accept() calls.",
+            2,
+            "Per interval, per (process, listening socket): the application's accept() calls.",
             (
                 PROBE_TIME,
                 Col("pid", INT, "process id calling accept", NONNEG),
                 Col("comm", STR, "process name: " + COMM_TEXT),
                 NETNS,
                 Col("lport", INT, "local port of the listener accepted on", PORT),
+                SOCK_INO,
                 count_col("accepted", "successful accept()/accept4() calls"),
                 count_col("eagain", "calls that returned EAGAIN (non-blocking accept, queue empty)"),
                 count_col("errors", "calls that failed with another error"),
             ),
-            key=("time_s", "pid", "comm", "netns", "lport"),
+            key=("time_s", "pid", "comm", "netns", "lport", "sock_ino"),
         ),
         Table(
             "rt_endpoint",
@@ -299,11 +312,12 @@ TABLES: dict[str, Table] = {
             "listeners",
             "listeners.csv",
             "collector/sample-netns",
-            3,
-            "ss -tnme state listening per sample: every TCP listener of the namespace, with the kernel's own "
-            "count of what it dropped; its owner from ss -p, matched by socket inode (since contract 9 asked when "
-            "the listeners change, again 1, 2, 4 ... s later, then once a minute, not at every sample: ss -p "
-            "reads every open file of the host).",
+            4,
+            "ss -tnme state listening per sample: every TCP listening socket of the namespace (each member of a "
+            "SO_REUSEPORT group a row of its own), with the kernel's own count of what it dropped; the processes "
+            "holding it from ss -p, matched by socket inode (since contract 9 asked when the listeners change, "
+            "again 1, 2, 4 ... s later, then once a minute, not at every sample: ss -p reads every open file of "
+            "the host).",
             (
                 SAMPLE_TIME,
                 NETNS,
@@ -329,6 +343,31 @@ TABLES: dict[str, Table] = {
                     "IPv4 clients are ::ffff:a.b.c.d to it), 0: any other listener (an IPV6_V6ONLY [::] "
                     "included); empty: a run of contract 5 or older",
                     (pa.Check.isin([0, 1]),),
+                    nullable=True,
+                ),
+                Col(
+                    "sock_ino",
+                    INT,
+                    "the socket's inode (ss -e ino:), the probes' sock_ino: which socket this row is (empty: a "
+                    "run of contract 9 or older)",
+                    NONNEG,
+                    nullable=True,
+                ),
+                Col(
+                    "holders",
+                    STR,
+                    "every process holding the socket (ss -p), distinct pids separated by spaces, first one "
+                    "first (empty if unknown, or a run of contract 9 or older)",
+                    (pa.Check.str_matches(r"^[0-9]+( [0-9]+)*$"),),
+                    nullable=True,
+                ),
+                Col(
+                    "watchers",
+                    STR,
+                    "when several processes hold it: those whose epoll set watches it (/proc/PID/fdinfo of their "
+                    "epoll fds), the ones that accept from it; `-` when none does; empty when one process holds "
+                    "it (that one is its owner), or not looked up",
+                    (pa.Check.str_matches(r"^(-|[0-9]+( [0-9]+)*)$"),),
                     nullable=True,
                 ),
             ),

@@ -9,10 +9,11 @@ import pandas as pd
 
 from .. import models
 from . import RunLike
-from .addresses import plain
 from .counters import per_sample
+from .listener_sockets import SOCKET_COLUMNS, SocketKey
 
-LISTENER_KEY = ["netns", "laddr", "lport"]
+# One listening socket (sock_ino 0: not known, a run of contract 9 or older).
+LISTENER_KEY = SOCKET_COLUMNS
 
 
 def full_intervals(rows: pd.DataFrame) -> pd.DataFrame:
@@ -20,39 +21,41 @@ def full_intervals(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows["full_events"] > 0) | (rows["depth_now"] > rows["limit"])]
 
 
-def owner(run: RunLike, netns: int, lport: int) -> dict[str, Any]:
-    """The process behind a listener: the one that accepted most (probe), else ss -p, else listen() (probe)."""
-    acc = run.table("aq_accept")
-    acc = acc[(acc["netns"] == netns) & (acc["lport"] == lport)]
-    if not acc.empty:
-        top = acc.groupby(["pid", "comm"])["accepted"].sum().sort_values(ascending=False)
-        pid, comm = top.index[0]
-        return {"pid": int(pid), "comm": str(comm), "source": "probe accept()"}
-    ls = run.table("listeners")
-    ls = ls[(ls["netns"] == netns) & (ls["lport"] == lport) & ls["pid"].notna()]
-    if not ls.empty:
-        return {"pid": int(ls["pid"].iloc[-1]), "comm": str(ls["comm"].iloc[-1]), "source": "ss -p"}
-    lis = run.table("aq_listen")
-    lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport)]
-    if not lis.empty:
-        return {"pid": int(lis["pid"].iloc[-1]), "comm": str(lis["comm"].iloc[-1]), "source": "probe listen()"}
-    return {"pid": None, "comm": None, "source": None}
+def group_rows(members: list[pd.DataFrame]) -> pd.DataFrame:
+    """A SO_REUSEPORT group's intervals as one queue: per interval, its members' counts, depths and
+    limits summed (the group holds that many), a member's missing interval counting as idle with its
+    limit unchanged; the group's key has sock_ino 0."""
+    times = sorted({int(t) for m in members for t in m["time_s"]})
+    counts = ["enqueues", "depth_max", "full_events", "depth_now", "accepted"]
+    parts = []
+    for m in members:
+        m = m.drop_duplicates("time_s", keep="last").astype({"time_s": "int64"}).set_index("time_s").reindex(times)
+        m["limit"] = m["limit"].ffill().bfill()
+        m[counts] = m[counts].fillna(0)
+        parts.append(m[["limit", *counts]].astype("int64"))
+    summed = sum(parts[1:], parts[0]).rename_axis("time_s").reset_index()
+    first = members[0].iloc[0]
+    ident = {c: first[c] for c in ("netns", "family", "laddr", "lport")}
+    out = summed.assign(**ident, sock_ino=0)
+    return out.astype({"time_s": "int64"})[members[0].columns.intersection(out.columns).tolist()]
 
 
-def requested_backlog(run: RunLike, netns: int, lport: int, limit: int | None = None) -> int | None:
-    """The backlog the application passed to listen(): from the probe (the last call that set
-    `limit`, the limit in force, when one did: an application that re-listens asks for
+def requested_backlog(run: RunLike, key: SocketKey, limit: int | None = None) -> int | None:
+    """The backlog the application passed to listen() on this socket: from the probe (the last call
+    that set `limit`, the limit in force, when one did: an application that re-listens asks for
     several), else from the lab's server block."""
     lis = run.table("aq_listen")
-    lis = lis[(lis["netns"] == netns) & (lis["lport"] == lport) & (lis["ret"] == 0)]
+    lis = lis[(lis["netns"] == key.netns) & (lis["lport"] == key.lport) & (lis["ret"] == 0)]
+    if key.sock_ino and (lis["sock_ino"] == key.sock_ino).any():
+        lis = lis[lis["sock_ino"] == key.sock_ino]
     if limit is not None and (lis["limit_effective"] == limit).any():
         lis = lis[lis["limit_effective"] == limit]
     if not lis.empty:
         return int(lis["backlog_requested"].iloc[-1])
     lab_server = (run.lab or {}).get("server") or {}
     if (
-        lab_server.get("port") == lport
-        and lab_server.get("netns_inode") == netns
+        lab_server.get("port") == key.lport
+        and lab_server.get("netns_inode") == key.netns
         and lab_server.get("backlog_requested") is not None
     ):
         return int(lab_server["backlog_requested"])
@@ -75,6 +78,7 @@ def saturation_model(
     t1: float,
     interval: int,
     own: pd.DataFrame | None = None,
+    members: int = 1,
 ) -> dict[str, Any]:
     """The saturation model's prediction for this listener, with the measured numbers it takes.
 
@@ -85,6 +89,10 @@ def saturation_model(
     attempts (B = the most passive opens in one interval).
     stall: no model; a stopped server has no service rate.
 
+    members: a SO_REUSEPORT group judged as one queue (its limits summed in `limit`): the kernel
+    hashes arrivals evenly over its members, so the model is one member's M/M/1/K with a share
+    of the arrivals and of the accepts, and its own room.
+
     own: when other listeners share the namespace, PassiveOpens counts their
     connections too; pass this listener's probe rows (time_s, enqueues) and its
     own enqueues stand in for PassiveOpens (each counter sample takes the
@@ -93,11 +101,12 @@ def saturation_model(
     """
     if cause_class == "stall":
         return {"kind": "not_applicable"}
-    k = models.accept_queue_capacity(limit)
+    k = models.accept_queue_capacity(limit // max(members, 1))
     win, basis = _attempt_window(run, netns, t0, t1, interval, own)
     if cause_class == "sizing":
         return _burst_model(win, k, basis)
-    return _mm1k_model(win, full, k, interval, basis)
+    model = _mm1k_model(win, full, k, interval, basis, max(members, 1))
+    return model if members <= 1 else {**model, "members": members}
 
 
 def _attempt_window(
@@ -142,7 +151,9 @@ def _burst_model(win: pd.DataFrame, k: int, basis: str) -> dict[str, Any]:
     }
 
 
-def _mm1k_model(win: pd.DataFrame, full: pd.DataFrame, k: int, interval: int, basis: str) -> dict[str, Any]:
+def _mm1k_model(
+    win: pd.DataFrame, full: pd.DataFrame, k: int, interval: int, basis: str, members: int = 1
+) -> dict[str, Any]:
     """capacity: M/M/1/K over the intervals that overflowed and ended with a queue."""
     # The accept loop was busy throughout the intervals that overflowed and
     # still ended with a queue: their accept counts are its service rate, and
@@ -152,12 +163,12 @@ def _mm1k_model(win: pd.DataFrame, full: pd.DataFrame, k: int, interval: int, ba
     busy = full[full["depth_now"] > 0]
     if busy.empty:
         busy = full
-    mu = float(busy["accepted"].mean()) / interval if not busy.empty else 0.0
+    mu = float(busy["accepted"].mean()) / interval / members if not busy.empty else 0.0
     b0, b1 = float(busy["time_s"].min()) - interval, float(busy["time_s"].max())
     steady = win[(win.index > b0) & (win.index <= b1 + 0.5)]
     attempts, measured_pct = _attempts_and_measured_pct(steady if len(steady) else win)
     seconds = max(float(len(steady) if len(steady) else len(win)) * interval, interval)
-    lam = attempts / seconds
+    lam = attempts / seconds / members
     pred = models.mm1k(lam, mu, k)
     return {
         "kind": "mm1k",
@@ -190,7 +201,7 @@ def samples_near(samples: pd.Series, full_times: pd.Series | list[float], interv
     return hit
 
 
-def listener_symptoms(run: RunLike, netns: int, laddr: str, lport: int) -> dict[str, Any]:
+def listener_symptoms(run: RunLike, key: SocketKey) -> dict[str, Any]:
     """What the host shows of one listener's clients and queue, without any lab log.
 
     - SYN retransmits toward the listener counted by the retransmits probe on the
@@ -198,6 +209,7 @@ def listener_symptoms(run: RunLike, netns: int, laddr: str, lport: int) -> dict[
     - SYN-ACK retransmits by the listener itself (service_local 1): final ACKs
       its full queue dropped.
     - ss Recv-Q (queue now) against Send-Q (limit) at each sample."""
+    netns, laddr, lport = key.netns, key.laddr, key.lport
     rt = run.table("rt_endpoint")
     wild = laddr in ("0.0.0.0", "::", "*", "")
     cli = rt[(rt["service_local"] == 0) & (rt["service_port"] == lport) & (rt["syn_segs"] > 0)]
@@ -209,7 +221,9 @@ def listener_symptoms(run: RunLike, netns: int, laddr: str, lport: int) -> dict[
         srv = srv[srv["laddr"] == laddr]
     ls = run.table("listeners")
     ls = ls[(ls["netns"] == netns) & (ls["lport"] == lport)]
-    if not wild and not ls.empty:
+    if key.sock_ino and (ls["sock_ino"] == key.sock_ino).any():
+        ls = ls[ls["sock_ino"] == key.sock_ino]  # this socket's own queue, not its group's
+    elif not wild and not ls.empty:
         ls = ls[ls["laddr"].isin([laddr, "*", "0.0.0.0", "::", "[::]"])]
     return {
         "client_netns": [int(x) for x in by_ns.index],
@@ -232,9 +246,13 @@ def ss_full_listeners(run: RunLike, netns: int, t0: float | None = None, t1: flo
     if t1 is not None:
         ls = ls[ls["time_s"] <= t1]
     out = []
-    for (laddr, lport), g in ls.groupby(["laddr", "lport"], sort=True):
+    sockets = ls.assign(sock_ino=ls["sock_ino"].fillna(0))
+    for (laddr, lport, ino), g in sockets.groupby(["laddr", "lport", "sock_ino"], sort=True):
         comm = g["comm"].dropna()
-        out.append(f"{laddr}:{int(lport)}" + (f" ({comm.iloc[-1]})" if len(comm) else ""))
+        who = f"{comm.iloc[-1]} pid {int(g['pid'].dropna().iloc[-1])}" if len(comm) and g["pid"].notna().any() else ""
+        member = f"socket {int(ino)}" if ino else ""
+        note = ", ".join(x for x in (member, who) if x)
+        out.append(f"{laddr}:{int(lport)}" + (f" ({note})" if note else ""))
     return out
 
 
@@ -270,40 +288,18 @@ def near_full_listeners(run: RunLike, netns: int, t0: float, t1: float) -> list[
         & (ls["time_s"] <= t1)
         & (ls[["depth_max", "depth_now"]].max(axis=1) >= ls["limit"])
     ]
-    return sorted({f"{a}:{int(p)}" for a, p in near[["laddr", "lport"]].itertuples(index=False)})
+    return sorted(
+        {
+            f"{a}:{int(p)}" + (f" (socket {int(i)})" if i else "")
+            for a, p, i in near[["laddr", "lport", "sock_ino"]].itertuples(index=False)
+        }
+    )
 
 
 def listeners_tracked(run: RunLike, netns: int) -> int:
-    """How many listeners of a namespace the probe reported on."""
+    """How many listening sockets of a namespace the probe reported on."""
     ls = run.table("aq_listener")
-    return int(ls.loc[ls["netns"] == netns, ["laddr", "lport"]].drop_duplicates().shape[0])
-
-
-def listener_drops(run: RunLike, netns: int, t0: float | None = None, t1: float | None = None) -> dict[str, int]:
-    """Each listener's own drops over the capture (or samples stamped in [t0, t1]), keyed by
-    "addr:port" in the plain address form: the rise of its sk_drops (ss -m), the kernel's own
-    per-listener count of SYNs and final ACKs it dropped. A counter that falls is a new socket
-    on the same address: it counts again from 0. Listeners whose drops were not recorded
-    (contract 4 and older, a kernel that shows no skmem d) are left out."""
-    ls = run.table("listeners")
-    ls = ls[(ls["netns"] == netns) & ls["drops"].notna()]
-    if t0 is not None:
-        ls = ls[ls["time_s"] >= t0]
-    if t1 is not None:
-        ls = ls[ls["time_s"] <= t1]
-    out: dict[str, int] = {}
-    for (laddr, lport), g in ls.groupby(["laddr", "lport"], sort=True):
-        drops = g.sort_values("time_s")["drops"].astype("int64")
-        step = drops.diff().iloc[1:]
-        rise = step.where(step >= 0, drops.iloc[1:])  # a new socket: all its drops are new
-        key = listener_key(str(laddr), int(lport))
-        out[key] = out.get(key, 0) + int(rise.sum())
-    return out
-
-
-def listener_key(laddr: str, lport: int) -> str:
-    """A listener's key in listener_drops()."""
-    return f"{plain(laddr)}:{int(lport)}"
+    return int(ls.loc[ls["netns"] == netns, ["laddr", "lport", "sock_ino"]].drop_duplicates().shape[0])
 
 
 def limit_in_force(rows: pd.DataFrame, full: pd.DataFrame) -> int:
@@ -341,17 +337,23 @@ def limit_changes(rows: pd.DataFrame, start: float, calls: pd.DataFrame | None =
     return out
 
 
-def found_empty(run: RunLike, netns: int, lport: int, rows: pd.DataFrame) -> pd.Series | None:
-    """Per interval of a listener (aligned with its aq_listener rows): did its accepting
+def found_empty(run: RunLike, key: SocketKey, rows: pd.DataFrame) -> pd.Series | None:
+    """Per interval of a listening socket (aligned with its aq_listener rows): did its accepting
     processes find the queue empty (accept() returned EAGAIN, aq_accept's eagain)? None when
-    that cannot be told: no accept hook (the raw tier), or a sibling listener on the same port
-    in the namespace (aq_accept is keyed by port)."""
+    that cannot be told: no accept hook (the raw tier), or, in a run without socket inodes, a
+    sibling listener on the same port in the namespace (aq_accept was keyed by port then)."""
     acc = run.table("aq_accept")
-    lst = run.table("aq_listener")
-    same_port = lst[(lst["netns"] == netns) & (lst["lport"] == lport)]
-    if acc.empty or same_port["laddr"].nunique() > 1:
+    if acc.empty:
         return None
-    eagain = acc[(acc["netns"] == netns) & (acc["lport"] == lport)].groupby("time_s")["eagain"].sum()
+    acc = acc[(acc["netns"] == key.netns) & (acc["lport"] == key.lport)]
+    if key.sock_ino:
+        acc = acc[acc["sock_ino"] == key.sock_ino]
+    else:
+        lst = run.table("aq_listener")
+        same_port = lst[(lst["netns"] == key.netns) & (lst["lport"] == key.lport)]
+        if same_port["laddr"].nunique() > 1:
+            return None
+    eagain = acc.groupby("time_s")["eagain"].sum()
     return (rows["time_s"].map(eagain).fillna(0) > 0).set_axis(rows.index)
 
 

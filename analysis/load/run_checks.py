@@ -137,16 +137,22 @@ def _namespaces_agree(run: Run) -> None:
     known = _known_namespaces(run)
     rows = aq.df.assign(_line=aq.lines)
     strange = rows[~rows["netns"].isin(known)]
-    placed = pd.concat([run.table("aq_accept")[["netns", "lport"]], run.table("aq_listen")[["netns", "lport"]]])
-    for (ns, laddr, lport), odd in strange.groupby(["netns", "laddr", "lport"]):
-        # The same address and port in a namespace whose listen() or accept() calls place it there.
-        twins = {int(v) for v in rows[(rows["laddr"] == laddr) & (rows["lport"] == lport)]["netns"]}
-        elsewhere = sorted(twins & {int(v) for v in placed[placed["lport"] == lport]["netns"]} - {int(ns)})
+    cols = ["netns", "lport", "sock_ino"]
+    placed = pd.concat([run.table("aq_accept")[cols], run.table("aq_listen")[cols]])
+    ss = run.table("listeners")[cols].dropna() if "listeners" not in run.missing else placed.iloc[:0]
+    for (ns, laddr, lport, ino), odd in strange.groupby(["netns", "laddr", "lport", "sock_ino"]):
+        if ino:  # one socket, by its inode: wherever another table places that socket
+            found = pd.concat([placed, ss])
+            elsewhere = sorted({int(v) for v in found[found["sock_ino"] == ino]["netns"]} - {int(ns)})
+        else:  # the same address and port in a namespace whose listen() or accept() calls place it there
+            twins = {int(v) for v in rows[(rows["laddr"] == laddr) & (rows["lport"] == lport)]["netns"]}
+            elsewhere = sorted(twins & {int(v) for v in placed[placed["lport"] == lport]["netns"]} - {int(ns)})
         if not elsewhere:
             continue  # a listener of a namespace nobody sampled: the probes see the whole kernel
         where = ", ".join(run.netns_label(v) for v in elsewhere)
+        what = f"{laddr}:{int(lport)}" + (f" (socket {int(ino)})" if ino else "")
         run.warnings.append(
-            f"{run.path / TABLES['aq_listener'].file}:{int(odd['_line'].iloc[0])}: {laddr}:{int(lport)} in namespace "
+            f"{run.path / TABLES['aq_listener'].file}:{int(odd['_line'].iloc[0])}: {what} in namespace "
             f"{int(ns)}, which no other table knows (not sampled, no listen() or accept() seen there), while "
-            f"listen()/accept() place it in {where}: the tables disagree"
+            f"other tables place it in {where}: the tables disagree"
         )

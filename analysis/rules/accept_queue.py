@@ -20,7 +20,7 @@ Cause classes, from the probe's per-interval rows:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -32,16 +32,14 @@ from ..derived.accept_queue import (
     accept_rates,
     found_empty,
     full_intervals,
+    group_rows,
     interval_shape,
     limit_changes,
     limit_in_force,
-    listener_drops,
-    listener_key,
     listener_symptoms,
     listeners_tracked,
     near_full_listeners,
     overflow_samples,
-    owner,
     requested_backlog,
     samples_near,
     saturation_model,
@@ -50,6 +48,7 @@ from ..derived.accept_queue import (
 )
 from ..derived.addresses import listener_dual_stack
 from ..derived.counters import recorded, sampled, total_delta
+from ..derived.listener_sockets import SocketKey, drop_key, group_of, socket_drops, socket_owner, ss_sockets
 from ..derived.servers import server_of
 from ..findings import Finding, Link, Status
 from ..kernel import SYN_RETRY_US, accept_queue_room
@@ -74,23 +73,31 @@ INPUTS = (
 
 @dataclass
 class _Namespace:
-    """What one namespace's listeners share: its overflow counter, and who was seen full when it rose."""
+    """What one namespace's listening sockets share: its overflow counter, and who was seen full when
+    it rose."""
 
     netns: int
     sampled: bool
     overflows: pd.Series  # ListenOverflows delta per counter sample, where it rose
-    full_times: dict[tuple[int, str, int], list[float]]  # implicated listeners -> their full intervals
-    full_events: dict[tuple[int, str, int], int]
-    busy: bool  # more than one listener queued connections in the capture
+    full_times: dict[SocketKey, list[float]]  # implicated sockets -> their full intervals
+    full_events: dict[SocketKey, int]
+    busy: bool  # more than one socket queued connections in the capture
     counted: bool  # ListenOverflows was captured in this namespace (sampled, and the counter listed)
-    drops: dict[str, int]  # each listener's own sk_drops rise ("addr:port"), where ss showed it
+    drops: dict[tuple[str, int, int], int]  # each socket's own sk_drops rise (drop_key), where ss showed it
+    # SO_REUSEPORT groups judged as one queue (every member overflowed): the group's key -> its members
+    merged: dict[SocketKey, list[SocketKey]] = field(default_factory=dict)
+    # the other members of each member's group, with their numbers (a group judged member by member)
+    siblings: dict[SocketKey, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def own_drops(self, key: SocketKey) -> int | None:
+        return self.drops.get(drop_key(key.laddr, key.lport, key.sock_ino))
 
 
 @dataclass
 class _Listener:
-    """One listener: its probe intervals (by time), those it was full in, and its namespace."""
+    """One listening socket: its probe intervals (by time), those it was full in, and its namespace."""
 
-    key: tuple[int, str, int]
+    key: SocketKey
     rows: pd.DataFrame
     full: pd.DataFrame
     limit: int
@@ -99,27 +106,40 @@ class _Listener:
 
     @property
     def netns(self) -> int:
-        return int(self.key[0])
+        return self.key.netns
 
     @property
     def laddr(self) -> str:
-        return str(self.key[1])
+        return self.key.laddr
 
     @property
     def lport(self) -> int:
-        return int(self.key[2])
+        return self.key.lport
 
 
-def _subject(run: RunView, li: _Listener) -> dict[str, Any]:
-    """The listener (and whether ss saw it take IPv4 on an IPv6 socket), and the process behind it."""
-    return {
-        "netns": li.netns,
-        "netns_label": run.netns_label(li.netns),
-        "laddr": li.laddr,
-        "lport": li.lport,
-        "dual_stack": listener_dual_stack(run.table("listeners"), li.netns, li.laddr, li.lport),
-        **owner(run, li.netns, li.lport),
+def _subject(run: RunView, key: SocketKey, ns: _Namespace) -> dict[str, Any]:
+    """The socket (and whether ss saw it take IPv4 on an IPv6 socket), the processes behind it, and
+    the SO_REUSEPORT group it belongs to when it shares its address and port."""
+    subject: dict[str, Any] = {
+        "netns": key.netns,
+        "netns_label": run.netns_label(key.netns),
+        "laddr": key.laddr,
+        "lport": key.lport,
+        "dual_stack": listener_dual_stack(run.table("listeners"), key.netns, key.laddr, key.lport),
+        "sock_ino": key.sock_ino or None,
     }
+    members = ns.merged.get(key)
+    if members is not None:
+        owners = [socket_owner(run, m) for m in members]
+        named = [o for owner in owners for o in owner["owners"]]
+        first = named[0] if named else {"pid": None, "comm": None}
+        subject.update(pid=first["pid"], comm=first["comm"], source=owners[0]["source"], owners=named)
+        subject["group"] = {"members": len(members), "judged": "as_one"}
+        return subject
+    subject.update(socket_owner(run, key))
+    if key in ns.siblings:
+        subject["group"] = {"members": len(ns.siblings[key]) + 1, "judged": "per_member"}
+    return subject
 
 
 def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
@@ -129,7 +149,7 @@ def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
 # -- symptom ------------------------------------------------------------------------------------
 
 
-def _symptom(run: RunView, netns: int, laddr: str | None = None, lport: int | None = None) -> Link:
+def _symptom(run: RunView, netns: int, key: SocketKey | None = None) -> Link:
     """What the clients saw. A lab's client log when there is one; else what the host shows:
     SYN retransmits toward this listener from a local client (counted in the client's
     namespace), the listener's own SYN-ACK retransmits, ss Recv-Q against its limit, ListenDrops.
@@ -141,7 +161,7 @@ def _symptom(run: RunView, netns: int, laddr: str | None = None, lport: int | No
     if client:
         for k in ("attempts", "ok", "errors", "connect_latency", "connects_waited_syn_retry", "first_byte_latency"):
             ev[k] = client[k]
-    host = listener_symptoms(run, netns, laddr, lport) if lport is not None else None
+    host = listener_symptoms(run, key) if key is not None else None
     if host is not None:
         ev.update(_host_symptoms(run, host))
     if sampled(run, netns):
@@ -183,7 +203,12 @@ def _symptom_key(ev: dict[str, Any], on_host: bool) -> str:
 # -- counter --------------------------------------------------------------------------------------
 
 
-def _share_evidence(ns: _Namespace, key: tuple[int, str, int], interval: int) -> dict[str, Any]:
+def _socket_name(k: SocketKey) -> str:
+    """addr:port, and which socket when it is one member of several."""
+    return f"{k.laddr}:{k.lport}" + (f" (socket {k.sock_ino})" if k.sock_ino else "")
+
+
+def _share_evidence(ns: _Namespace, key: SocketKey, interval: int) -> dict[str, Any]:
     """How the namespace's overflows can be shared among the listeners seen full."""
     mine = samples_near(ns.overflows, ns.full_times[key], interval)
     anyone = pd.Series(False, index=ns.overflows.index)
@@ -199,7 +224,7 @@ def _share_evidence(ns: _Namespace, key: tuple[int, str, int], interval: int) ->
         ranked = sorted(ns.full_events.items(), key=lambda kv: (-kv[1], kv[0]))
         ev["full_events_share_pct"] = round(100 * ns.full_events[key] / total, 1) if total else None
         ev["dominant"] = ranked[0][0] == key
-        ev["others"] = [f"{k[1]}:{k[2]} ({n} full events)" for k, n in ranked if k != key]
+        ev["others"] = [f"{_socket_name(k)} ({n} full events)" for k, n in ranked if k != key]
     return ev
 
 
@@ -230,7 +255,7 @@ def _counter_evidence(run: RunView, li: _Listener, window: dict[str, float]) -> 
         "listen_drops": total_delta(run, netns, "ListenDrops") if counted else None,
         "reqq_full_drop": total_delta(run, netns, "TCPReqQFullDrop") if counted else None,
         "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if counted else None,
-        "listener_drops": li.ns.drops.get(listener_key(li.laddr, li.lport)),
+        "listener_drops": li.ns.own_drops(li.key),
         **(_share_evidence(li.ns, li.key, li.interval) if counted and li.key in li.ns.full_times else {}),
     }
 
@@ -250,6 +275,8 @@ def _probe_evidence(li: _Listener) -> dict[str, Any]:
         "depth_max": int(max(rows["depth_max"].max(), rows["depth_now"].max())),
         "accepted": int(rows["accepted"].sum()),
         "interval_s": li.interval,
+        **({"group_others": li.ns.siblings[li.key]} if li.key in li.ns.siblings else {}),
+        **({"group_members": len(li.ns.merged[li.key])} if li.key in li.ns.merged else {}),
     }
 
 
@@ -304,7 +331,7 @@ def _cause_evidence(
     rates: AcceptRates,
 ) -> dict[str, Any]:
     """Requested vs effective backlog and which knob binds; accept vs arrival; the saturation model."""
-    requested = requested_backlog(run, li.netns, li.lport, li.limit)
+    requested = requested_backlog(run, li.key, li.limit)
     somax = somaxconn(run, li.netns)
     binding, expected = _binding_knob(requested, somax)
     ev: dict[str, Any] = {
@@ -323,7 +350,9 @@ def _cause_evidence(
     own = li.rows[["time_s", "enqueues"]] if li.ns.busy else None
     t0, t1 = window["start_s"], window["end_s"]
     ev["model"] = (
-        saturation_model(run, li.netns, li.full, cause_class, li.limit, t0, t1, li.interval, own)
+        saturation_model(
+            run, li.netns, li.full, cause_class, li.limit, t0, t1, li.interval, own, len(li.ns.merged.get(li.key, ()))
+        )
         if li.ns.sampled
         else None
     )
@@ -353,6 +382,8 @@ def _fix_evidence(
         ev["stalled_seconds_seen"] = cause_ev["intervals_stalled"] * li.interval
     else:
         ev["accept_rate_per_s"] = round(rates.accept_per_s, 1)
+    if li.key in li.ns.siblings:  # one member of a group whose others kept up: that member's loop
+        ev["group_members"] = len(li.ns.siblings[li.key]) + 1
     return ev
 
 
@@ -376,21 +407,23 @@ def _verification(run: RunView, cause_class: str, fix_ev: dict[str, Any], netns_
 # -- one listener, one namespace, the run -----------------------------------------------------------
 
 
-def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFrame, ns: _Namespace) -> Finding:
+def _evaluate_listener(run: RunView, key: SocketKey, rows: pd.DataFrame, ns: _Namespace) -> Finding:
     """Absent when the queue was never full, or full while the captured counter did not rise then;
     else the whole chain."""
     rows = rows.sort_values("time_s")
     full = full_intervals(rows)
     li = _Listener(key, rows, full, limit_in_force(rows, full), interval_s(run), ns)
-    subject = _subject(run, li)
+    subject = _subject(run, key, ns)
     probe_ev = _probe_evidence(li)
     calls = run.table("aq_listen")
     calls = calls[(calls["netns"] == li.netns) & (calls["lport"] == li.lport)]
+    if key.sock_ino or key in ns.merged:  # a group's limit is its members' sum: no call sets it
+        calls = calls[calls["sock_ino"] == key.sock_ino]
     if changes := limit_changes(li.rows, run.start, calls):
         probe_ev["limit_changes"] = changes  # the limit in force at the overflow is li.limit
-    if key not in ns.full_times and ns.drops.get(listener_key(li.laddr, li.lport), 0) > 0:
-        # The probe did not see it full, the kernel's own per-listener counter says it dropped.
-        return _from_own_drops(run, ns, li.laddr, li.lport, probe_ev)
+    if key not in ns.full_times and (ns.own_drops(key) or 0) > 0:
+        # The probe did not see it full, the kernel's own per-socket counter says it dropped.
+        return _from_own_drops(run, ns, key, probe_ev, rows)
     if li.full.empty:
         chain = [Link("probe", "never_full", probe_ev), _counter_never_full(run, li)]
         return Finding(KIND, "absent", subject, chain=chain)
@@ -402,13 +435,14 @@ def _evaluate_listener(run: RunView, key: tuple[int, str, int], rows: pd.DataFra
         # Full while the captured counter did not rise then: no connection was dropped; not implicated.
         chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", "no_overflows_then", counter_ev)]
         return Finding(KIND, "absent", subject, window=window, chain=chain)
-    cause_class, class_ev = _classify(li.rows, found_empty(run, li.netns, li.lport, li.rows))
+    emptied = None if key in ns.merged else found_empty(run, key, li.rows)
+    cause_class, class_ev = _classify(li.rows, emptied)
     rates = accept_rates(li.rows, li.full, li.interval)
     cause_ev = _cause_evidence(run, li, window, cause_class, class_ev, rates)
     fix_ev = _fix_evidence(li, cause_class, cause_ev, rates, counter_ev["listen_overflows_in_window"])
     fix_ev["server"] = server_of(run, li.netns, subject.get("pid"))  # its own knob in the wording
     chain = [
-        _symptom(run, li.netns, li.laddr, li.lport),
+        _symptom(run, li.netns, key),
         Link("counter", "listen_overflows" if ns.sampled else "not_sampled", counter_ev),
         Link("probe", "queue_full", probe_ev),
         Link("cause", cause_class, cause_ev),
@@ -487,13 +521,24 @@ def _own_drops_probe(run: RunView, probe_ev: dict[str, Any] | None) -> Link:
     )
 
 
-def _from_own_drops(run: RunView, ns: _Namespace, laddr: str, lport: int, probe_ev: dict[str, Any] | None) -> Finding:
-    """A listener whose own sk_drops rose while the probe did not see it full (a tier that misses
+def _drops_not_overflows(rows: pd.DataFrame | None) -> bool:
+    """The probe followed this socket's every enqueue (a tier that reads the socket each one is
+    queued on) and never saw its queue reach its limit: a rise of its sk_drops then is not an
+    overflow (the kernel also counts there the RSTs and stray segments a listener discards)."""
+    if rows is None or rows.empty or int(rows["sock_ino"].iloc[0]) == 0:
+        return False
+    return bool((rows[["depth_max", "depth_now"]].max(axis=1) < rows["limit"]).all())
+
+
+def _from_own_drops(
+    run: RunView, ns: _Namespace, key: SocketKey, probe_ev: dict[str, Any] | None, rows: pd.DataFrame | None = None
+) -> Finding:
+    """A socket whose own sk_drops rose while the probe did not see it full (a tier that misses
     stalls, a probe that did not run, an interval too coarse): named from the kernel's own
-    per-listener counter; how it overflowed stays unclassified."""
-    own = ns.drops[listener_key(laddr, lport)]
-    subject = {"netns": ns.netns, "netns_label": run.netns_label(ns.netns), "laddr": laddr, "lport": lport,
-               **owner(run, ns.netns, lport)}  # fmt: skip
+    per-socket counter; how it overflowed stays unclassified. Absent when the probe followed
+    the socket and its queue never reached its limit."""
+    own = ns.own_drops(key) or 0
+    subject = _subject(run, key, ns)
     counter_ev = {
         "netns_label": run.netns_label(ns.netns),
         "listener_drops": own,
@@ -501,6 +546,9 @@ def _from_own_drops(run: RunView, ns: _Namespace, laddr: str, lport: int, probe_
         "listen_drops": total_delta(run, ns.netns, "ListenDrops") if ns.sampled else None,
         "listeners_dropping": len([n for n in ns.drops.values() if n > 0]),
     }
+    if _drops_not_overflows(rows) and probe_ev is not None:
+        chain = [Link("probe", "never_full", probe_ev), Link("counter", "drops_not_overflows", counter_ev)]
+        return Finding(KIND, "absent", subject, chain=chain)
     command = f"make capture NETNS={run.netns_label(ns.netns)} PROBES=accept_queue DURATION=60"
     return Finding(
         KIND,
@@ -508,7 +556,7 @@ def _from_own_drops(run: RunView, ns: _Namespace, laddr: str, lport: int, probe_
         subject,
         cause_class="unclassified",
         chain=[
-            _symptom(run, ns.netns, laddr, lport),
+            _symptom(run, ns.netns, key),
             Link("counter", "listener_drops", counter_ev),
             _own_drops_probe(run, probe_ev),
             Link("cause", "unclassified", {"listener_drops": own}),
@@ -518,58 +566,137 @@ def _from_own_drops(run: RunView, ns: _Namespace, laddr: str, lport: int, probe_
     )
 
 
-def _unseen_by_probe(run: RunView, ns: _Namespace, mine: dict[tuple[int, str, int], pd.DataFrame]) -> list[Finding]:
-    """Listeners whose own drops rose and that the probe never reported on at all."""
-    seen = {listener_key(k[1], k[2]) for k in mine}
+def _unseen_by_probe(run: RunView, ns: _Namespace, mine: dict[SocketKey, pd.DataFrame]) -> list[Finding]:
+    """Sockets whose own drops rose and that the probe never reported on at all."""
+    seen = {drop_key(k.laddr, k.lport, k.sock_ino) for k in mine}
+    seen |= {drop_key(m.laddr, m.lport, m.sock_ino) for members in ns.merged.values() for m in members}
     out = []
-    for key, n in sorted(ns.drops.items()):
-        if n > 0 and key not in seen:
-            laddr, _, lport = key.rpartition(":")
-            out.append(_from_own_drops(run, ns, laddr, int(lport), None))
+    for (laddr, lport, ino), n in sorted(ns.drops.items()):
+        if n > 0 and (laddr, lport, ino) not in seen:
+            out.append(_from_own_drops(run, ns, SocketKey(ns.netns, laddr, lport, ino), None))
     return out
 
 
-def _namespace(run: RunView, inode: int, mine: dict[tuple[int, str, int], pd.DataFrame]) -> _Namespace:
-    """A namespace's overflow samples, and its listeners implicated in them: seen full in the
+# -- SO_REUSEPORT groups ----------------------------------------------------------------------------
+
+
+def _overflowed(rows: pd.DataFrame | None, drops: int | None) -> bool:
+    """A member seen full by the probe, or whose own counter says it dropped."""
+    return (rows is not None and not full_intervals(rows).empty) or (drops or 0) > 0
+
+
+def _member_numbers(run: RunView, key: SocketKey, rows: pd.DataFrame | None, drops: int | None) -> dict[str, Any]:
+    """One member of a group as its neighbours' findings cite it: its owner and its own numbers."""
+    owner = socket_owner(run, key)
+    seen = rows is not None and not rows.empty
+    return {
+        "sock_ino": key.sock_ino,
+        "pid": owner["pid"],
+        "comm": owner["comm"],
+        "accepted": int(rows["accepted"].sum()) if seen else None,
+        "depth_max": int(rows[["depth_max", "depth_now"]].max().max()) if seen else None,
+        "limit": int(rows["limit"].iloc[-1]) if seen else None,
+        "full_events": int(rows["full_events"].sum()) if seen else None,
+        "drops": drops,
+    }
+
+
+def _groups(run: RunView, ns: _Namespace, mine: dict[SocketKey, pd.DataFrame]) -> dict[SocketKey, pd.DataFrame]:
+    """The namespace's sockets with each SO_REUSEPORT group resolved: a group whose every member
+    overflowed is judged as one queue (its members' rows summed, under the group's key with
+    sock_ino 0, ns.merged naming the members); in any other group each member is judged alone,
+    with its neighbours' numbers beside it (ns.siblings)."""
+    known = [k for k in mine if k.sock_ino] + [k for k in ss_sockets(run, ns.netns) if k not in mine]
+    out = dict(mine)
+    for (netns, laddr, lport), members in group_of(known).items():
+        if len(members) < 2:
+            continue
+        drops = {m: ns.own_drops(m) for m in members}
+        if all(_overflowed(mine.get(m), drops[m]) for m in members):
+            group = SocketKey(netns, laddr, lport, 0)
+            out = {k: g for k, g in out.items() if k not in members}
+            out[group] = group_rows([mine[m] for m in members if m in mine])
+            ns.merged[group] = members
+            ns.drops[drop_key(laddr, lport)] = sum(n or 0 for n in drops.values())
+            for m in members:
+                ns.drops.pop(drop_key(m.laddr, m.lport, m.sock_ino), None)
+            continue
+        numbers = {m: _member_numbers(run, m, mine.get(m), drops[m]) for m in members}
+        for m in members:
+            ns.siblings[m] = [numbers[o] for o in members if o != m]
+    return out
+
+
+# -- one namespace, the run -------------------------------------------------------------------------
+
+
+def _namespace(run: RunView, inode: int, mine: dict[SocketKey, pd.DataFrame]) -> tuple[_Namespace, dict]:
+    """A namespace's overflow samples, and its sockets implicated in them: seen full in the
     intervals where the counter rose (or seen full at all when the counter was not captured: then
-    only suspected)."""
+    only suspected). Returns the namespace and its sockets with the SO_REUSEPORT groups resolved."""
     is_sampled = sampled(run, inode)
     counted = is_sampled and recorded(run, inode, "ListenOverflows")
     overflows = overflow_samples(run, inode) if is_sampled else pd.Series(dtype="int64")
-    interval = interval_s(run)
-    full = {k: full_intervals(g) for k, g in mine.items()}
-    implicated = {
-        k: f["time_s"].astype(float).tolist()
-        for k, f in full.items()
-        if not f.empty and (not counted or bool(samples_near(overflows, f["time_s"], interval).any()))
-    }
-    return _Namespace(
+    ns = _Namespace(
         netns=inode,
         sampled=is_sampled,
         overflows=overflows,
-        full_times=implicated,
-        full_events={k: int(mine[k]["full_events"].sum()) for k in implicated},
+        full_times={},
+        full_events={},
         busy=sum(int(g["enqueues"].sum()) > 0 for g in mine.values()) > 1,
         counted=counted,
-        drops=listener_drops(run, inode) if is_sampled else {},
+        drops=socket_drops(run, inode) if is_sampled else {},
     )
+    sockets = _groups(run, ns, mine)
+    interval = interval_s(run)
+    for k, g in sockets.items():
+        f = full_intervals(g)
+        if not f.empty and (not counted or bool(samples_near(overflows, f["time_s"], interval).any())):
+            ns.full_times[k] = f["time_s"].astype(float).tolist()
+            ns.full_events[k] = int(g["full_events"].sum())
+    return ns, sockets
+
+
+def _not_sampled(run: RunView, inode: int, mine: dict[SocketKey, pd.DataFrame]) -> list[Finding]:
+    """Sockets of a namespace the capture did not sample: not judged (no counter, no ss row to hold
+    the probe's rows to). Those the probe saw at or over their limit are listed as not checked,
+    with the capture that would judge them."""
+    out = []
+    for key, rows in mine.items():
+        deepest = rows[["depth_max", "depth_now"]].max(axis=1)
+        if not (deepest >= rows["limit"]).any():
+            continue
+        ev = {
+            "netns": inode,
+            "depth_max": int(deepest.max()),
+            "limit": int(rows["limit"].iloc[-1]),
+            "full_events": int(rows["full_events"].sum()),
+            "command": f"make capture NETNS=inode:{inode} PROBES=accept_queue DURATION=60",
+        }
+        subject = {"netns": inode, "netns_label": run.netns_label(inode), "laddr": key.laddr, "lport": key.lport,
+                   "sock_ino": key.sock_ino or None, **socket_owner(run, key)}  # fmt: skip
+        out.append(Finding(KIND, "not_checked", subject, chain=[Link("probe", "not_sampled", ev)]))
+    return out
 
 
 def _evaluate(run: RunView) -> list[Finding]:
     rows = run.table("aq_listener")
     labels = {int(ns["inode"]): ns["label"] for ns in run.metadata["netns"]}
-    groups = {(int(k[0]), str(k[1]), int(k[2])): g for k, g in rows.groupby(LISTENER_KEY, sort=True)}
+    sockets = {SocketKey(int(a), str(b), int(c), int(d)): g for (a, b, c, d), g in rows.groupby(LISTENER_KEY)}
     out: list[Finding] = []
-    for inode in sorted(set(labels) | {k[0] for k in groups}):
-        mine = {k: g for k, g in groups.items() if k[0] == inode}
-        ns = _namespace(run, inode, mine)
-        out.extend(_evaluate_listener(run, key, grp, ns) for key, grp in mine.items())
-        out.extend(_unseen_by_probe(run, ns, mine))
-        # Overflows counted where neither the probe nor a listener's own counter named a
-        # listener: unattributed, with the reason.
+    for inode in sorted(set(labels) | {k.netns for k in sockets}):
+        mine = {k: g for k, g in sockets.items() if k.netns == inode}
+        if inode not in labels:
+            out.extend(_not_sampled(run, inode, mine))
+            continue
+        ns, judged = _namespace(run, inode, mine)
+        out.extend(_evaluate_listener(run, key, grp, ns) for key, grp in judged.items())
+        out.extend(_unseen_by_probe(run, ns, judged))
+        # Overflows counted where neither the probe nor a socket's own counter named one:
+        # unattributed, with the reason.
         named = any(f.is_finding and f.subject.get("netns") == inode for f in out)
         if not ns.full_times and ns.overflows.sum() > 0 and not named:
-            out.append(_unattributed(run, inode, labels.get(inode, str(inode)), ns))
+            out.append(_unattributed(run, inode, labels[inode], ns))
     return out
 
 

@@ -101,6 +101,18 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
             " The application changed the limit while it ran: {limit_changes_text}; {limit} was in force "
             "when it overflowed."
         ),
+        Opt(" {group_text}"),
+    ),
+    ("counter", "drops_not_overflows"): (
+        "Kernel counter: this socket's own drop counter (sk_drops, ss -m) rose by {listener_drops}, but the probe "
+        "read its queue at every enqueue and it never reached its limit: these were not overflows (a listener "
+        "counts there the RSTs and stray segments it discards too).",
+    ),
+    ("probe", "not_sampled"): (
+        "Probe: its queue reached depth {depth_max} against limit {limit}",
+        Opt(" ({full_events} enqueues left it full)"),
+        ", in namespace {netns}, which this capture did not sample: no kernel counter or ss row to judge it by. "
+        "Run `{command}`.",
     ),
     ("probe", "never_full"): (
         "Probe: max depth {depth_max} against limit {limit} over {intervals_active} active intervals; never full.",
@@ -158,6 +170,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(" to about {backlog_suggested} (twice the largest burst seen)"),
         "; {somaxconn_verdict}.",
         Opt(" For {server}: {server_knob}."),
+        Opt(" {group_fix}"),
     ),
     ("fix", "stall"): (
         "Fix: keep the accept path from blocking (accept in its own goroutine/thread, no slow work "
@@ -168,11 +181,13 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt("; the stall seen lasted at least {stalled_seconds_seen} s"),
         ".",
         Opt(" For {server}: {server_knob}."),
+        Opt(" {group_fix}"),
     ),
     ("fix", "capacity"): (
         "Fix: add accept/processing capacity (more workers, SO_REUSEPORT listeners); "
         "a bigger backlog adds waiting time, not throughput.",
         Opt(" For {server}: {server_knob}."),
+        Opt(" {group_fix}"),
     ),
     ("verification", "rerun"): (
         "Verify: after the change run `{command}` and expect ",
@@ -185,8 +200,13 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
 
 MODEL_TEMPLATES: dict[str, tuple[Part, ...]] = {
     "mm1k": (
-        " Model: at the measured {lam_per_s} attempts/s and {mu_per_s} accepts/s with room for K = {capacity_k}, "
-        "M/M/1/K predicts {predicted_pct} % of attempts overflow",
+        " Model: at the measured {lam_per_s} attempts/s and {mu_per_s} accepts/s",
+        Opt(
+            " per member of the {members} (new connections are hashed evenly over them), with room for "
+            "K = {capacity_k} each",
+            " with room for K = {capacity_k}",
+        ),
+        ", M/M/1/K predicts {predicted_pct} % of attempts overflow",
         Opt(" (mean queue wait {predicted_wait_ms} ms)"),
         Opt("; measured {measured_pct} %", "; the measured share is unknown (no attempts counted)"),
         ".",
@@ -313,7 +333,38 @@ def _limit_change(c: dict[str, Any]) -> str:
     return text
 
 
+def _member_text(m: Mapping[str, Any]) -> str:
+    """One member of a group by its own numbers: 'socket 12 (aqserver pid 4) accepted 288, max depth 2 of 16 ...'."""
+    who = f" ({m['comm']} pid {number(m['pid'])})" if m.get("comm") and not is_missing(m.get("pid")) else ""
+    nums = []
+    if not is_missing(m.get("accepted")):
+        nums.append(f"accepted {number(m['accepted'])}")
+    if not is_missing(m.get("depth_max")):
+        nums.append(f"max depth {number(m['depth_max'])} of {number(m['limit'])}")
+    nums.append("drops " + (number(m["drops"]) if not is_missing(m.get("drops")) else "not recorded"))
+    return f"socket {number(m['sock_ino'])}{who} {join_words(nums)}"
+
+
+def _group(ev: dict[str, Any]) -> None:
+    """The SO_REUSEPORT group beside a member's numbers, or that a group was judged as one queue."""
+    others = ev.get("group_others")
+    if others:
+        healthy = [m for m in others if not m.get("full_events") and not m.get("drops")]
+        ev["group_text"] = (
+            f"It is one of the {len(others) + 1} sockets of a SO_REUSEPORT group on this address and port, each "
+            f"with its own queue; {len(healthy)} of the others kept up. The others: "
+            + "; ".join(_member_text(m) for m in others)
+            + "."
+        )
+    elif not is_missing(ev.get("group_members")):
+        ev["group_text"] = (
+            f"Every one of the {number(ev['group_members'])} sockets of its SO_REUSEPORT group overflowed: "
+            "judged as one queue, their counts and limits summed."
+        )
+
+
 def _probe(link: Link, ev: dict[str, Any]) -> None:
+    _group(ev)
     changes = ev.get("limit_changes")
     if changes:
         shown = [_limit_change(c) for c in changes[:LIMIT_CHANGES_SHOWN]]
@@ -375,10 +426,21 @@ def _limit(ev: dict[str, Any]) -> None:
     ev["limit_sentence"] = ev["limit_text"][0].upper() + ev["limit_text"][1:]
 
 
+GROUP_FIX = (
+    "This socket is one of the {n} of a SO_REUSEPORT group: the kernel hashes each new connection to a member "
+    "whatever its queue holds, so the clients hashed to this one time out while the others are served. The fix "
+    "is in the process that owns this member (its accept loop, or what blocks it); more members or a bigger "
+    "backlog do not help it, and the kernel moves queued connections off a member only when it closes its "
+    "socket (net.ipv4.tcp_migrate_req=1)."
+)
+
+
 def _fix(link: Link, ev: dict[str, Any]) -> None:
     knob = server_knob(ev.get("server"), link.key)
     if knob:
         ev["server_knob"] = knob
+    if not is_missing(ev.get("group_members")):
+        ev["group_fix"] = GROUP_FIX.format(n=number(ev["group_members"]))
     if link.key != "sizing":
         return
     som = ev.get("somaxconn")

@@ -46,8 +46,34 @@ def where(s: Mapping[str, Any]) -> str:
     if not is_missing(s.get("lport")):
         if is_missing(s.get("laddr")):
             return f"port {s.get('lport')}"
-        return _at(s["laddr"], s["lport"]) + (" (dual-stack: IPv4 clients too)" if s.get("dual_stack") is True else "")
+        at = _at(s["laddr"], s["lport"]) + (" (dual-stack: IPv4 clients too)" if s.get("dual_stack") is True else "")
+        return at + _member(s)
     return "a listener not seen by the probe"
+
+
+def _member(s: Mapping[str, Any]) -> str:
+    """Which socket of a SO_REUSEPORT group a listener finding is about, or that it is the group."""
+    group = s.get("group") or {}
+    n = group.get("members")
+    if not n:
+        return ""
+    if group.get("judged") == "as_one":
+        return f", the SO_REUSEPORT group of its {n} sockets"
+    ino = s.get("sock_ino")
+    which = f"socket {ino}" if not is_missing(ino) else "one socket"
+    return f", {which}, one of the {n} of its SO_REUSEPORT group"
+
+
+def _process(s: Mapping[str, Any]) -> str:
+    """ (comm pid N), or (comm pids N, M) for a socket several processes own; "" when unknown."""
+    owners = [o for o in s.get("owners") or [] if not is_missing(o.get("pid"))]
+    if len(owners) > 1:
+        comms = sorted({str(o["comm"]) for o in owners if o.get("comm")})
+        pids = ", ".join(number(o["pid"]) for o in owners)
+        return f" ({'/'.join(comms) + ' ' if comms else ''}pids {pids})"
+    if s.get("comm") and not is_missing(s.get("pid")):
+        return f" ({s['comm']} pid {s.get('pid')})"
+    return f" ({s['comm']})" if s.get("comm") else ""
 
 
 def headline(f: Finding) -> str:
@@ -57,11 +83,7 @@ def headline(f: Finding) -> str:
     own = HEADLINES.get(f.kind)
     if own is not None:
         return own(f, status)
-    proc = (
-        f" ({s['comm']} pid {s.get('pid')})"
-        if s.get("comm") and not is_missing(s.get("pid"))
-        else (f" ({s['comm']})" if s.get("comm") else "")
-    )
+    proc = _process(s)
     cause = f" — {CAUSE_NAMES.get(f.cause_class or '', f.cause_class)}" if f.cause_class else ""
     ns = f" in {s['netns_label']}" if not is_missing(s.get("netns_label")) else ""
     return f"{TITLES.get(f.kind, f.kind)} on {owner_first(s, where(s))}{proc}{ns}: {status}{cause}"

@@ -16,8 +16,15 @@
 #   queue    Poisson arrivals at a server whose accept path takes an
 #            exponentially distributed time: an M/M/1/K queue, the workload
 #            that scripts/sweep runs over rates x backlogs to check the model.
+#   reuseport-stall     a SO_REUSEPORT group of MEMBERS processes, each with its
+#            own socket and queue; one of them stops calling accept(). The kernel
+#            keeps hashing its share of new connections to it: its queue alone
+#            overflows while the others stay healthy.
+#   reuseport-overload  the same group with a slow accept path in every member
+#            and more arrivals than all of them together accept: every queue
+#            overflows (one finding about the group).
 
-LAB_VARIANTS=(sizing stall healthy queue)
+LAB_VARIANTS=(sizing stall healthy queue reuseport-stall reuseport-overload)
 # Probes this lab loads (collector/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
@@ -37,6 +44,10 @@ accept-overflow variants (environment overrides in brackets):
   queue    backlog 32, accept delay exponential with mean 2ms [ACCEPT_DELAY] (mu ~ 390/s measured:
            Go's timers add ~0.6 ms per accept),
            Poisson arrivals at 600 conn/s [RATE] for 6s
+  reuseport-stall     4 member processes [MEMBERS] with backlog 16 each, 300 conn/s for 7s;
+           member 1 [STALL_MEMBERS] stops accepting at 2s [STALL_AT] for 3s [STALL_FOR]
+  reuseport-overload  4 members [MEMBERS], backlog 16, accept delay 10ms (exponential) each,
+           Poisson arrivals at 800 conn/s [RATE] for 6s
   all:     ARRIVALS=even|poisson, DELAY_DIST=fixed|exp, SEED=n; BACKLOG=0 asks for
            net.core.somaxconn like Go's net.Listen does
   all:     connect timeout 4s [CONNECT_TIMEOUT], reply timeout 5s [IO_TIMEOUT]
@@ -62,21 +73,37 @@ lab_params() {
 		ARRIVALS=${ARRIVALS:-poisson} DELAY_DIST=${DELAY_DIST:-exp}
 		LOAD_ARGS=(-mode rate -rate "${RATE:-600}" -duration "${LOAD_SECONDS:-6}s")
 		;;
+	reuseport-stall)
+		MEMBERS=${MEMBERS:-4} STALL_MEMBERS=${STALL_MEMBERS:-1}
+		BACKLOG=${BACKLOG:-16} ACCEPT_DELAY=${ACCEPT_DELAY:-0s} STALL_AT=${STALL_AT:-2s} STALL_FOR=${STALL_FOR:-3s}
+		LOAD_ARGS=(-mode rate -rate "${RATE:-300}" -duration "${LOAD_SECONDS:-7}s")
+		;;
+	reuseport-overload)
+		MEMBERS=${MEMBERS:-4} STALL_MEMBERS=${STALL_MEMBERS:-}
+		BACKLOG=${BACKLOG:-16} ACCEPT_DELAY=${ACCEPT_DELAY:-10ms} STALL_AT=${STALL_AT:-0s} STALL_FOR=${STALL_FOR:-0s}
+		ARRIVALS=${ARRIVALS:-poisson} DELAY_DIST=${DELAY_DIST:-exp}
+		LOAD_ARGS=(-mode rate -rate "${RATE:-800}" -duration "${LOAD_SECONDS:-6}s")
+		;;
 	esac
+	MEMBERS=${MEMBERS:-0} STALL_MEMBERS=${STALL_MEMBERS:-}
 	ARRIVALS=${ARRIVALS:-even} DELAY_DIST=${DELAY_DIST:-fixed} SEED=${SEED:-1}
 	[[ ${LOAD_ARGS[1]} == burst ]] || LOAD_ARGS+=(-arrivals "$ARRIVALS" -seed "$SEED")
 	CONNECT_TIMEOUT=${CONNECT_TIMEOUT:-4s} IO_TIMEOUT=${IO_TIMEOUT:-5s}
 	LAB_SUMMARY="backlog $BACKLOG, accept delay $ACCEPT_DELAY ($DELAY_DIST), stall ${STALL_FOR} at ${STALL_AT}, load: ${LOAD_ARGS[*]}"
+	if ((MEMBERS)); then
+		LAB_SUMMARY="SO_REUSEPORT group of $MEMBERS members (stalling: ${STALL_MEMBERS:-none}), $LAB_SUMMARY"
+	fi
 }
 
 # Nothing to tune for this lab: namespaces keep the kernel defaults.
 lab_setup_netns() { :; }
 
 lab_run() {
-	local run=$1 work=$2 server_pid i
+	local run=$1 work=$2 server_pid i group=()
+	((MEMBERS == 0)) || group=(-reuseport "$MEMBERS" -stall-members "$STALL_MEMBERS")
 	ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/aqserver" -listen "$SRV_IP:$LAB_PORT" -backlog "$BACKLOG" \
 		-accept-delay "$ACCEPT_DELAY" -accept-delay-dist "$DELAY_DIST" -seed "$SEED" -stall-at "$STALL_AT" -stall-for "$STALL_FOR" -duration 120s \
-		-ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
+		"${group[@]}" -ready-file "$work/server.ready" -stats "$work/server.json" 2>"$work/server.err" &
 	server_pid=$!
 	cleanup_push "stop_process $server_pid TERM 5"
 	for i in $(seq 100); do
@@ -100,9 +127,10 @@ lab_json() {
 	local stats=null
 	[[ -s $work/server.json ]] && stats=$(cat "$work/server.json")
 	printf '{"lab": "accept-overflow", "variant": %s, "summary": %s,\n' "$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")"
-	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "backlog_requested": %d, "accept_delay": %s, "accept_delay_dist": %s, "stall_at": %s, "stall_for": %s, "stats": %s},\n' \
+	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "backlog_requested": %d, "accept_delay": %s, "accept_delay_dist": %s, "stall_at": %s, "stall_for": %s, "reuseport_members": %d, "stall_members": %s, "stats": %s},\n' \
 		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" "$LAB_PORT" "$BACKLOG" \
-		"$(json_str "$ACCEPT_DELAY")" "$(json_str "$DELAY_DIST")" "$(json_str "$STALL_AT")" "$(json_str "$STALL_FOR")" "$stats"
+		"$(json_str "$ACCEPT_DELAY")" "$(json_str "$DELAY_DIST")" "$(json_str "$STALL_AT")" "$(json_str "$STALL_FOR")" \
+		"$MEMBERS" "$(json_str "$STALL_MEMBERS")" "$stats"
 	printf ' "client": {"netns": %s, "netns_inode": %s, "addr": %s, "load": %s, "arrivals": %s, "connect_timeout": %s, "io_timeout": %s, "connects_file": "connects.csv"},\n' \
 		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$(json_str "$CLI_IP")" "$(json_str "${LOAD_ARGS[*]}")" "$(json_str "$ARRIVALS")" "$(json_str "$CONNECT_TIMEOUT")" "$(json_str "$IO_TIMEOUT")"
 	printf ' "command": %s}\n' "$(json_str "make lab LAB=accept-overflow VARIANT=$variant")"

@@ -41,7 +41,12 @@ def test_scope_sampled_judges_only_the_sampled_namespaces(tmp_path: Path) -> Non
     # The client's namespace alone, as a "host" sharing the kernel with the server would see it.
     unscoped = Run.open(_copy(STALL, tmp_path / "unscoped", netns=[cli]))
     unscoped.validate_all()
-    assert {f.subject["netns"] for f in _overflows(unscoped)} == {srv["inode"]}, "the probes saw the server"
+    # The probes saw the server's full queue, in a namespace this run did not sample: not judged
+    # (no counter, no ss row), listed as not checked with the capture that would judge it.
+    assert _overflows(unscoped) == []
+    unchecked = [f for f in evaluate_all(unscoped) if f.kind == "accept_queue_overflow" and f.status == "not_checked"]
+    assert {f.subject["netns"] for f in unchecked} == {srv["inode"]}, "the probes saw the server"
+    assert f"NETNS=inode:{srv['inode']}" in unchecked[0].link("probe").evidence["command"]
     scoped = Run.open(_copy(STALL, tmp_path / "scoped", netns=[cli], scope="sampled"))
     scoped.validate_all()  # the row counts of metadata.json still hold: they count the files
     assert scoped.scope == "sampled"

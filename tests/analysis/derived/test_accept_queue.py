@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from analysis.derived import accept_queue as aq
+from analysis.derived.listener_sockets import SocketKey, socket_owner
 from tests.analysis.derived.conftest import lab_netns, raw, run
 
 SIZING = "accept-overflow-sizing"
@@ -41,10 +42,12 @@ def test_full_intervals(name: str) -> None:
 
 
 def test_owner_is_the_process_that_accepted_most() -> None:
+    """A run of contract 9 or older (no socket inode): the processes that accepted on the port, most first."""
     ns = lab_netns(SIZING, "srv")
     acc = raw(SIZING, "aq_accept")
     top = acc[(acc["netns"] == ns) & (acc["lport"] == 8080)].groupby(["pid", "comm"])["accepted"].sum().idxmax()
-    assert aq.owner(run(SIZING), ns, 8080) == {"pid": int(top[0]), "comm": top[1], "source": "probe accept()"}
+    got = socket_owner(run(SIZING), SocketKey(ns, "198.18.0.1", 8080, 0))
+    assert (got["pid"], got["comm"], got["source"]) == (int(top[0]), top[1], "probe accept()")
     assert top[1] == "aqserver"  # the lab's server
 
 
@@ -55,17 +58,19 @@ def test_owner_falls_back_to_ss_then_nothing() -> None:
     assert acc[acc["lport"] == 18082].empty
     ls = raw(name, "listeners")
     ls = ls[(ls["lport"] == 18082) & ls["pid"].notna()]
-    got = aq.owner(run(name), HOST_NS, 18082)
-    assert got == {"pid": int(ls["pid"].iloc[-1]), "comm": ls["comm"].iloc[-1], "source": "ss -p"}
-    assert aq.owner(run(name), HOST_NS, 1) == {"pid": None, "comm": None, "source": None}
+    got = socket_owner(run(name), SocketKey(HOST_NS, "127.0.0.1", 18082, 0))
+    assert (got["pid"], got["comm"], got["source"]) == (int(ls["pid"].iloc[-1]), ls["comm"].iloc[-1], "ss -p")
+    nothing = socket_owner(run(name), SocketKey(HOST_NS, "127.0.0.1", 1, 0))
+    assert nothing == {"pid": None, "comm": None, "source": None, "owners": []}
 
 
 def test_requested_backlog_and_somaxconn() -> None:
     ns = lab_netns(SIZING, "srv")
     lis = raw(SIZING, "aq_listen")
     lis = lis[(lis["netns"] == ns) & (lis["lport"] == 8080) & (lis["ret"] == 0)]
-    assert aq.requested_backlog(run(SIZING), ns, 8080) == int(lis["backlog_requested"].iloc[-1]) == 16
-    assert aq.requested_backlog(run(SIZING), ns, 9) is None
+    key = SocketKey(ns, "198.18.0.1", 8080, 0)
+    assert aq.requested_backlog(run(SIZING), key) == int(lis["backlog_requested"].iloc[-1]) == 16
+    assert aq.requested_backlog(run(SIZING), key._replace(lport=9)) is None
     s = raw(SIZING, "sysctls", dtype=str)
     want = s[(s["phase"] == "start") & (s["netns"] == str(ns)) & (s["key"] == "net.core.somaxconn")]["value"]
     assert aq.somaxconn(run(SIZING), ns) == int(want.iloc[0])
@@ -95,7 +100,7 @@ def test_listener_symptoms() -> None:
     synack = rt[(rt["service_local"] == 1) & (rt["netns"] == ns) & (rt["service_port"] == 8080)]
     ls = raw(SIZING, "listeners")
     ls = ls[(ls["netns"] == ns) & (ls["lport"] == 8080)]
-    got = aq.listener_symptoms(run(SIZING), ns, "198.18.0.1", 8080)
+    got = aq.listener_symptoms(run(SIZING), SocketKey(ns, "198.18.0.1", 8080, 0))
     assert got["client_netns"] == [cli]
     assert got["syn_retrans_to_listener"] == int(syn["syn_segs"].sum()) > 0
     assert got["synack_retrans_by_listener"] == int(synack["synack_segs"].sum())
@@ -110,7 +115,8 @@ def test_ss_full_listeners() -> None:
     ls = raw(STALL, "listeners")
     full = ls[(ls["netns"] == ns) & (ls["recv_q"] > ls["send_q"])]
     assert not full.empty
-    want = [f"{a}:{p} ({full['comm'].iloc[-1]})" for a, p in full[["laddr", "lport"]].drop_duplicates().to_numpy()]
+    who = f"{full['comm'].iloc[-1]} pid {int(full['pid'].iloc[-1])}"
+    want = [f"{a}:{p} ({who})" for a, p in full[["laddr", "lport"]].drop_duplicates().to_numpy()]
     assert aq.ss_full_listeners(run(STALL), ns) == want
     # Before the first full sample, none.
     assert aq.ss_full_listeners(run(STALL), ns, t1=float(full["time_s"].min()) - 0.01) == []

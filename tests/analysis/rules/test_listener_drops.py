@@ -5,14 +5,14 @@ accept-queue probe; a healthy neighbour's counter stays flat and it gets nothing
 
 from __future__ import annotations
 
-from analysis.derived.accept_queue import listener_drops
+from analysis.derived.listener_sockets import drop_key, socket_drops
 from analysis.derived.counters import total_delta
 from analysis.load import Run
 from analysis.rules import accept_queue, retransmits
 from analysis.wording import describe, headline
 from tests.conftest import fixture_run
 
-SLOW = "127.0.0.1:18090"  # the Python listener with listen(8) and a slow accept(); nginx beside it
+SLOW = drop_key("127.0.0.1", 18090)  # the Python listener with listen(8) and a slow accept(); nginx beside it
 
 
 def _host(name: str) -> tuple[Run, int]:
@@ -23,7 +23,7 @@ def _host(name: str) -> tuple[Run, int]:
 def test_only_the_overflowing_listener_dropped_by_its_own_counter() -> None:
     for name in ("host-overflow-c5", "host-overflow-noaq"):
         run, ns = _host(name)
-        drops = listener_drops(run, ns)
+        drops = socket_drops(run, ns)
         assert drops[SLOW] > 0, name
         assert {k for k, n in drops.items() if n > 0} == {SLOW}, (name, drops)
         # The kernel raises the listener's sk_drops with the namespace's ListenDrops: at least
@@ -56,12 +56,12 @@ def test_with_the_probe_its_finding_carries_the_listeners_own_drops() -> None:
     assert [(f.subject["laddr"], f.subject["lport"]) for f in found] == [("127.0.0.1", 18090)]
     f = found[0]
     assert f.status == "confirmed" and f.cause_class in ("sizing", "capacity")
-    assert f.link("counter").evidence["listener_drops"] == listener_drops(run, ns)[SLOW]
+    assert f.link("counter").evidence["listener_drops"] == socket_drops(run, ns)[SLOW]
 
 
 def test_runs_of_contract_4_have_no_drops_and_the_same_verdict() -> None:
     run, ns = _host("host-overflow")
-    assert listener_drops(run, ns) == {}
+    assert socket_drops(run, ns) == {}
     found = [f for f in accept_queue.evaluate(run) if f.is_finding]
     assert [(f.subject["lport"], f.status) for f in found] == [(18090, "confirmed")]
     assert found[0].link("counter").evidence["listener_drops"] is None

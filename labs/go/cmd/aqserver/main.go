@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,6 +48,11 @@ type config struct {
 	readyFile   string
 	statsFile   string
 	waitClose   bool
+	// reuseport > 0: that many member processes, each with its own SO_REUSEPORT
+	// socket on -listen (group.go); member >= 0 is one of them.
+	reuseport    int
+	member       int
+	stallMembers []int
 }
 
 type stall struct {
@@ -69,6 +75,11 @@ type stats struct {
 	ServiceSeconds float64 `json:"service_seconds"`
 	WaitClose      bool    `json:"wait_close"`
 	Requests       int64   `json:"requests"`
+	// A member of a -reuseport group: which one, and its process.
+	Member *int `json:"member,omitempty"`
+	Pid    int  `json:"pid,omitempty"`
+	// A -reuseport group: each member's own stats (the totals above are their sums).
+	Members []stats `json:"members,omitempty"`
 }
 
 func main() {
@@ -98,6 +109,9 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.readyFile, "ready-file", "", "after listen succeeds, atomically write the listener address to this `path`")
 	flag.StringVar(&cfg.statsFile, "stats", "", "at exit, write JSON stats (counts, stall wall-clock intervals) to this `path`")
 	flag.BoolVar(&cfg.waitClose, "wait-close", false, "answer every request line until the client closes, then close (client becomes the active closer and holds TIME_WAIT); default: close right after the first reply")
+	flag.IntVar(&cfg.reuseport, "reuseport", 0, "run `N` member processes, each with its own SO_REUSEPORT socket on -listen (a group the kernel hashes new connections over); -stall-* apply to -stall-members only")
+	stallMembers := flag.String("stall-members", "0", "with -reuseport: the members (`list` of 0-based indexes, comma separated) that stall")
+	flag.IntVar(&cfg.member, "reuseport-member", -1, "(internal) run as member `I` of a -reuseport group")
 	labutil.SetUsage("Usage: aqserver -listen ADDR [flags]\n\n" +
 		"TCP server with a settable listen backlog and accept behaviour, for\n" +
 		"reproducing accept-queue overflow. Each connection: read one line, reply \"ok\\n\", close.\n" +
@@ -117,15 +131,25 @@ func parseFlags() (config, error) {
 		return cfg, errors.New("durations must be >= 0")
 	case cfg.delayDist != "fixed" && cfg.delayDist != "exp":
 		return cfg, fmt.Errorf("-accept-delay-dist must be fixed or exp, not %q", cfg.delayDist)
+	case cfg.reuseport < 0 || cfg.reuseport > maxMembers:
+		return cfg, fmt.Errorf("-reuseport must be 0..%d", maxMembers)
 	}
+	members, err := parseMembers(*stallMembers, cfg.reuseport)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.stallMembers = members
 	return cfg, nil
 }
 
 func run(cfg config) error {
+	if cfg.reuseport > 0 && cfg.member < 0 {
+		return runGroup(cfg)
+	}
 	ctx, stop := labutil.SignalContext()
 	defer stop()
 
-	ln, err := listen(cfg.listen, cfg.backlog)
+	ln, err := listen(cfg.listen, cfg.backlog, cfg.member >= 0)
 	if err != nil {
 		return err
 	}
@@ -173,6 +197,9 @@ func run(cfg config) error {
 		WaitClose:        cfg.waitClose,
 		Requests:         srv.requests.Load(),
 	}
+	if cfg.member >= 0 {
+		st.Member, st.Pid = &cfg.member, os.Getpid()
+	}
 	if st.Stalls == nil {
 		// Keep the JSON shape stable ([] rather than null) for the analysis.
 		st.Stalls = []stall{}
@@ -199,7 +226,7 @@ type server struct {
 // one slow or stalled acceptor lets the kernel queue fill up.
 func (s *server) acceptLoop(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(s.cfg.seed, 0x5eed))
-	stallPending := s.cfg.stallFor > 0
+	stallPending := s.cfg.stallFor > 0 && (s.cfg.member < 0 || slices.Contains(s.cfg.stallMembers, s.cfg.member))
 	stallStart := s.ready.Add(s.cfg.stallAt)
 	if stallPending {
 		// Accept may be blocked when the stall is due (no incoming
@@ -325,10 +352,14 @@ func (s *server) waitHandlers(grace time.Duration) {
 
 // listen creates the listener. With backlog > 0 it bypasses net.Listen,
 // because Go always passes net.core.somaxconn to listen(2) and offers no
-// way to choose the backlog, which is the very knob this lab turns.
-func listen(addr string, backlog int) (net.Listener, error) {
-	if backlog == 0 {
+// way to choose the backlog, which is the very knob this lab turns. With
+// reuseport the socket joins the SO_REUSEPORT group on addr.
+func listen(addr string, backlog int, reuseport bool) (net.Listener, error) {
+	if backlog == 0 && !reuseport {
 		return net.Listen("tcp", addr)
+	}
+	if backlog == 0 {
+		backlog = somaxconn()
 	}
 
 	tcpAddr, err := net.ResolveTCPAddr("tcp", addr)
@@ -349,6 +380,12 @@ func listen(addr string, backlog int) (net.Listener, error) {
 	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
+	}
+	if reuseport {
+		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, soReuseport, 1); err != nil {
+			syscall.Close(fd)
+			return nil, fmt.Errorf("setsockopt SO_REUSEPORT: %w", err)
+		}
 	}
 	if err := syscall.Bind(fd, sa); err != nil {
 		syscall.Close(fd)
