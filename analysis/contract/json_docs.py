@@ -278,6 +278,13 @@ METADATA_SCHEMA = _obj(
                         ),
                         "rows": _t("integer", "CSV rows collector/probe-to-csv wrote for it", minimum=0),
                         "recursion_misses": _t(["integer", "null"], "events the kernel skipped", minimum=0),
+                        "unknown_lines": _t(
+                            "integer",
+                            "lines of its raw output (probe_<family>.out) collector/probe-to-csv did not know and "
+                            "left there: bpftrace's own warnings (0.23 prints helper errors into the output), damage; "
+                            "absent in runs captured before it was counted",
+                            minimum=0,
+                        ),
                         "note": _t("string", "why it did not run, or what went wrong"),
                     },
                     ("status", "rows"),

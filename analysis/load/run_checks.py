@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 def cross_checks(run: Run) -> None:
     """Raise a RunDataError (or, for a run that did not end normally, add a note) where they disagree."""
     _probe_rows(run)
+    _unknown_lines(run)
     _namespace_samples(run)
     _named_files(run)
     _limits_agree(run)
@@ -59,6 +60,21 @@ def _probe_rows(run: Run) -> None:
             raise RunDataError(
                 f"{run.meta_line('probes', family, 'rows')}: probes.{family}.rows: {info['rows']}, but "
                 f"{files} hold {have} rows together: a file was cut short or rows were added"
+            )
+
+
+def _unknown_lines(run: Run) -> None:
+    """Lines of a probe's raw output that probe-to-csv did not know (metadata.json
+    probes.<family>.unknown_lines): said per probe as a note, so the report and verdicts.json
+    carry the count (bpftrace 0.23's helper warnings filled the raw tier's output by the
+    thousand, issue 35)."""
+    for family, info in run.metadata["probes"].items():
+        n = info.get("unknown_lines") or 0
+        if n:
+            run.notes.append(
+                f"{run.path / f'probe_{family}.out'}: {n} lines the parser did not know were left there "
+                f"({run.meta_line('probes', family, 'unknown_lines')}): bpftrace's own warnings (bpftrace 0.23 "
+                f"prints each helper error there, 4 lines a warning) or damage; the {family} rows hold none of them"
             )
 
 

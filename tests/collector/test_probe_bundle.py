@@ -139,6 +139,39 @@ def test_split_gives_a_fresh_marker_to_its_family(tmp_path: Path) -> None:
             assert "fresh" not in (tmp_path / f"probe_{fam}.out").read_text(errors="surrogateescape"), fam
 
 
+def test_split_gives_a_bpftrace_warning_to_the_family_of_the_line_it_names(tmp_path: Path) -> None:
+    """bpftrace 0.23 prints a helper error into the output as four lines, the first naming the
+    program's line ("FILE:LINE:COL: WARNING: ..."). They went to the family that printed last (a
+    bundled capture gave epoll the accept_queue raw tier's warnings: 10 of 317 in a run here); now
+    to the family whose block in the bundle holds that line, also right after another's lines."""
+    bundle = tmp_path / "probes.bt"
+    bundle.write_text(_bundle("time_wait.raw.bt", "epoll.bt"))
+    n = next(i for i, ln in enumerate(bundle.read_text().splitlines(), 1) if "delete(@tw_born[" in ln)
+    warning = [
+        f"{bundle}:{n}:5-34: WARNING: Can't delete map element because it does not exist.",
+        "Additional Info - helper: map_delete_elem, retcode: -2",
+        "                delete(@tw_born[(uint64)$sk]);",
+        "                ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~",
+    ]
+    out = [
+        "Attaching 9 probes...",
+        "# time_wait.bt schema=2 tier=rawtracepoint interval_s=1: x",
+        "#tw_connect,time_s,netns,pid,comm,family,raddr,rport,errno,failures",
+        "# epoll.bt schema=3 interval_s=1: x",
+        "#ep_loop,time_s,pid,tid,comm,calls,nb_calls,nb_ns_sum,events_sum,ret_zero,ret_full,errors,wait_ns_sum,cpu_ns",
+        "=== 1795824129 time_wait.raw.bt",
+        "=== 1795824129 epoll.bt",
+        "@ep_loop__calls[42, 43, loop]: 8",
+        *warning,
+        "@ep_loop__nb_calls[42, 43, loop]: 0",
+    ]
+    subprocess.run([str(SPLIT), str(tmp_path)], input="\n".join(out) + "\n", text=True, check=True)
+    tw = (tmp_path / "probe_time_wait.out").read_text().splitlines()
+    ep = (tmp_path / "probe_epoll.out").read_text().splitlines()
+    assert tw[-4:] == warning and not any("WARNING" in ln for ln in ep)
+    assert ep[-2:] == ["@ep_loop__calls[42, 43, loop]: 8", "@ep_loop__nb_calls[42, 43, loop]: 0"]
+
+
 @pytest.mark.parametrize("fam", list(FAMILIES))
 def test_split_output_converts_to_the_same_tables(fam: str, tmp_path: Path) -> None:
     outputs = {f: (RUN / f"probe_{f}.out").read_text(errors="surrogateescape") for f in FAMILIES}

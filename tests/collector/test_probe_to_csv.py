@@ -111,3 +111,42 @@ def test_totals_that_start_again_from_zero_give_the_same_rows(tmp_path: Path, fa
             )
         else:
             pd.testing.assert_frame_equal(a, b)
+
+
+# A helper warning as bpftrace 0.23 prints it into the probe's output (accept_queue.tracepoint.bt
+# under the busy-host lab, 2026-11-28): four lines.
+WARNING_BLOCK = (
+    "/work/wt35/probes/accept_queue.tracepoint.bt:321:5-43: WARNING: Can't delete map element because it does "
+    "not exist.\n"
+    "Additional Info - helper: map_delete_elem, retcode: -2\n"
+    "                delete(@aq_slot[(struct sock *)$skp]);\n"
+    "                ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~\n"
+)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        FIXTURES / "accept-overflow-sizing" / "probe_accept_queue.out",
+        FIXTURES / "epoll-busy" / "probe_epoll.out",
+        FIXTURES / "time-wait-exhaust" / "probe_time_wait.out",
+    ],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_bpftrace_warnings_are_counted_and_change_no_row(tmp_path: Path, raw: Path) -> None:
+    """A warning after each line of a record with a comm (rows and totals), where the parser waits
+    for the rest of a comm that may hold a newline: it took the warning for that rest, wrote it into
+    the CSV (aq_accept.csv of a 0.23 run) or dropped the total it followed, and counted 28 of 44
+    lines. Now the CSVs are the committed ones and every line of every warning is counted."""
+    lines = raw.read_text().splitlines(keepends=True)
+    with_comm = [ln.split(",")[0][1:] for ln in lines if ln.startswith("#") and ",comm," in ln]
+    starts = tuple(f"{r}," for r in with_comm) + tuple(f"@{r}__" for r in with_comm)
+    hit = {i for i, ln in enumerate(lines) if ln.startswith(starts)}
+    assert hit, raw
+    damaged = [ln + (WARNING_BLOCK if i in hit else "") for i, ln in enumerate(lines)]
+    src = tmp_path / raw.name
+    src.write_text("".join(damaged))
+    r = subprocess.run([P2C, str(src), str(tmp_path)], capture_output=True, text=True, check=True)
+    assert r.stderr == f"{4 * len(hit)} lines of unknown records were left in the raw output\n"
+    for made in tmp_path.glob("*.csv"):
+        assert made.read_bytes() == (raw.parent / made.name).read_bytes(), made.name

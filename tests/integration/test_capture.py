@@ -229,6 +229,7 @@ def test_every_family_in_one_bpftrace_process_or_one_each(
     assert meta["complete"] is True
     for fam in families.split(","):
         assert meta["probes"][fam]["status"] == "ok", (fam, meta["probes"][fam])
+        assert meta["probes"][fam]["unknown_lines"] == 0, (fam, meta["probes"][fam])  # bundled or not
         assert (run / f"probe_{fam}.out").read_text().startswith("Attaching ")
         assert f"# {fam}.bt schema=" in (run / f"probe_{fam}.out").read_text()
     assert (run / "probes.bt").exists() == (bpftraces == 1)

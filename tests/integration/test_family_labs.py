@@ -19,9 +19,9 @@ from tests.conftest import ROOT, leftovers
 pytestmark = pytest.mark.integration
 
 
-def run_lab(lab: str, variant: str, out: Path, timeout: int = 240, **env: str) -> Run:
+def run_lab(lab: str, variant: str, out: Path, timeout: int = 240, *, report: bool = True, **env: str) -> Run:
     r = subprocess.run(
-        [str(ROOT / "scripts" / "lab"), lab, variant, "--out", str(out)],
+        [str(ROOT / "scripts" / "lab"), lab, variant, "--out", str(out), *([] if report else ["--no-report"])],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -112,3 +112,26 @@ def test_ruled_out_lists_at_most_its_share_per_kind_and_counts_the_rest() -> Non
     assert len(bullets) == STATUS_BULLETS_PER_KIND + 1
     assert bullets[-1].startswith("- ... and 7 more: ") and "absent (verdicts.json lists each)" in bullets[-1]
     assert not any(ln.startswith("- ... and") for ln in _status_lines(many[:3], "absent", "Ruled out", []))
+
+
+def test_the_report_says_how_many_lines_of_each_probes_output_the_parser_did_not_know(copy_fixture) -> None:
+    """metadata.json's probes.<family>.unknown_lines (collector/capture, from probe-to-csv's count):
+    a probe that left any is named with its count under the report's notes about the input, and in
+    verdicts.json's input_notes; one that left none is not named."""
+    run_dir = copy_fixture(STALL)
+    meta_path = run_dir / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    for info in meta["probes"].values():
+        info["unknown_lines"] = 0
+    # The raw tier's accept_queue file under bpftrace 0.23 beside a busy-host run: 491 helper
+    # warnings of 4 lines each (issue 35).
+    meta["probes"]["accept_queue"]["unknown_lines"] = 1964
+    meta_path.write_text(json.dumps(meta, indent=2))
+    text = report.write_report(run_dir)[0].read_text()
+    notes = text.split("Input oddities (accepted; the data may have been damaged):\n", 1)[1].split("\n\n", 1)[0]
+    said = [n for n in notes.splitlines() if "lines the parser did not know" in n]
+    assert len(said) == 1 and said[0].startswith(f"- {run_dir / 'probe_accept_queue.out'}: 1964 lines "), notes
+    line = next(i for i, ln in enumerate(meta_path.read_text().splitlines(), 1) if '"unknown_lines": 1964' in ln)
+    assert f"({meta_path}:{line})" in said[0]
+    doc = json.loads((run_dir / "verdicts.json").read_text())
+    assert [n for n in doc["input_notes"] if "did not know" in n] == [said[0][2:]]
