@@ -27,6 +27,12 @@ families_csv() { families | paste -sd, -; }
 family_get() {
 	awk -v f="$1" -v k="$2" '$1 == f && $2 == k {for (i = 3; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "\n")}' "$FAMILIES_CONF"
 }
+# The families a probe tier runs, comma-separated: full, every family; rare, those whose
+# tier key is rare (their probes fire on loss and resets only, no syscall hook).
+tier_families() {
+	if [[ $1 == full ]]; then families_csv; return; fi
+	awk -v t="$1" '$1 !~ /^#/ && $2 == "tier" && $3 == t {print $1}' "$FAMILIES_CONF" | paste -sd, -
+}
 
 log() { printf '%s: %s\n' "${PROG:-${0##*/}}" "$*" >&2; }
 die() { printf '%s: error: %s\n' "${PROG:-${0##*/}}" "$*" >&2; exit 1; }
