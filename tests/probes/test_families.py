@@ -3,20 +3,23 @@ family list from the registry, not from a list of their own."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from importlib import import_module
 from pathlib import Path
 
 import pytest
 
 from analysis.contract import TABLES
-from analysis.families import FAMILIES, NAMES, RegistryError, load
+from analysis.families import FAMILIES, NAMES, TIERS, RegistryError, load
 from analysis.render import plots
 from analysis.rules import RULES
 from monitor.exporter import METRICS, OBJECT_LABELS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fixture_run
 
 FAMILY_IDS = list(FAMILIES)
 
@@ -107,7 +110,7 @@ DRIVERS = {
 @pytest.fixture(scope="module")
 def pack_with_fifth_family(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pack = tmp_path_factory.mktemp("pack")
-    for d in ("collector", "probes", "scripts", "dev", "labs"):
+    for d in ("collector", "probes", "scripts", "dev", "labs", "analysis", "training"):
         shutil.copytree(ROOT / d, pack / d, ignore=shutil.ignore_patterns("go", "__pycache__"))
     reg = pack / "probes" / "families.conf"
     reg.write_text(
@@ -115,9 +118,85 @@ def pack_with_fifth_family(tmp_path_factory: pytest.TempPathFactory) -> Path:
         + "\nsynqueue  probes   synqueue.bt\nsynqueue  records  sq_listener\nsynqueue  finding  syn_queue_overflow\n"
         + "synqueue  rule     analysis/rules/synqueue.py analysis/wording/synqueue.py\n"
         + "synqueue  metrics  listener netns laddr lport\nsynqueue  plots    queue_depth\n"
-        + "synqueue  lab      accept-overflow sizing\n"
+        + "synqueue  lab      accept-overflow sizing\nsynqueue  tier     full\nsynqueue  object   listener\n"
+        + "synqueue  train    0\nsynqueue  bench    accept-overflow:healthy accept-overflow:sizing\n"
     )
+    (pack / "analysis" / "rules" / "synqueue.py").write_text(FIFTH_RULE)
+    (pack / "analysis" / "wording" / "synqueue.py").write_text(FIFTH_WORDING)
     return pack
+
+
+# The fifth family's rule and wording: a finding on each listener the accept-queue probe saw full.
+FIFTH_RULE = """
+from analysis.findings import Finding
+from analysis.rules.base import Rule, RunView
+
+
+def _logic(run: RunView) -> list[Finding]:
+    rows = run.table("aq_listener")
+    full = rows[rows["full_events"] > 0].drop_duplicates(["netns", "laddr", "lport"])
+    return [Finding("syn_queue_overflow", "confirmed", {"netns": int(r.netns), "laddr": r.laddr, "lport": int(r.lport)},
+                    cause_class="sizing") for r in full.itertuples()]
+
+
+RULE = Rule("syn_queue_overflow", ("aq_listener",), _logic)
+"""
+FIFTH_WORDING = """
+from analysis.wording.base import Wording
+
+WORDING = Wording("syn_queue_overflow", "SYN queue overflow", {"sizing": "too small"}, {}, lambda link, ev: None)
+"""
+# Run inside the copy, whose analysis/ reads the copy's registry: the metadata schema, the
+# grader and the fleet combiner with the fifth family.
+FIFTH_CHECKS = """
+import json, shutil, sys
+from pathlib import Path
+from analysis.combiners.fleet import judge
+from analysis.load import Run, RunDataError
+from training.grade import FAMILY_OF_KIND, grade, object_of_finding
+from training.incidents import WEIGHTS, Incident
+
+fixture, fleet = Path(sys.argv[1]), Path(sys.argv[2])
+out = {}
+host = fleet / "web-1"
+shutil.copytree(fixture, host)
+meta = json.loads((host / "metadata.json").read_text())
+meta["probes"]["synqueue"] = {"file": "probes/synqueue.bt", "tier": "tracepoint", "status": "ok", "rows": 3}
+(host / "metadata.json").write_text(json.dumps(meta))
+Run.open(host)
+meta["probes"]["nosuch"] = meta["probes"]["synqueue"]
+bad = fleet / "bad"
+shutil.copytree(host, bad)
+(bad / "metadata.json").write_text(json.dumps(meta))
+try:
+    Run.open(bad)
+    out["unknown_family"] = "accepted"
+except RunDataError as e:
+    out["unknown_family"] = str(e)
+cell = judge("web-1", host).cells["syn_queue_overflow"]
+out["cell"] = [cell.status, cell.objects]
+finding = {"kind": "syn_queue_overflow", "subject": {"laddr": "198.18.0.1", "lport": 8080}}
+out["family"], out["object"] = FAMILY_OF_KIND["syn_queue_overflow"], object_of_finding(finding)
+key = {"family": "synqueue", "object": "198.18.0.1:8080", "cause": "sizing"}
+answer = {**key, "fix": "raise_backlog", "also_suspect": []}
+out["grade"] = grade(Incident(1, "synqueue", "x", {}, key), answer).total
+out["drawn"] = "synqueue" in WEIGHTS
+print(json.dumps(out))
+"""
+
+
+def test_a_fifth_family_passes_validation_grading_and_the_fleet(pack_with_fifth_family: Path) -> None:
+    pack = pack_with_fifth_family
+    r = subprocess.run(
+        [sys.executable, "-c", FIFTH_CHECKS, str(fixture_run("accept-overflow-stall")), str(pack / "fleet")],
+        cwd=pack, env={**os.environ, "PYTHONPATH": str(pack)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert "nosuch" in out["unknown_family"], "the schema still refuses a family the registry does not have"
+    assert out["cell"] == ["confirmed", ["198.18.0.1:8080"]]
+    assert (out["family"], out["object"], out["grade"], out["drawn"]) == ("synqueue", "198.18.0.1:8080", 100, False)
 
 
 @pytest.mark.parametrize("driver", sorted(DRIVERS))
@@ -140,6 +219,18 @@ def test_bash_and_python_read_the_same_registry() -> None:
     script = 'source collector/lib.sh; for f in $(families); do echo "$f $(family_get "$f" probes)"; done'
     out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == [f"{f.name} {' '.join(f.probes)}" for f in FAMILIES.values()]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_tier_runs_the_families_the_registry_gives_it(tier: str) -> None:
+    """capture --tier and monitor --tier take the rare tier's families from the registry's tier key."""
+    script = f"source collector/lib.sh; tier_families {tier}"
+    out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    want = [f.name for f in FAMILIES.values() if tier == "full" or f.tier == tier]
+    assert out.split() == [",".join(want)] and want
+    for driver in ("collector/capture", "scripts/monitor"):
+        text = (ROOT / driver).read_text()
+        assert f"$(tier_families {tier})" in text or tier == "full", driver
 
 
 NO_OWN_LIST = [
