@@ -3,6 +3,7 @@ family list from the registry, not from a list of their own."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -233,27 +234,86 @@ def test_a_tier_runs_the_families_the_registry_gives_it(tier: str) -> None:
         assert f"$(tier_families {tier})" in text or tier == "full", driver
 
 
-NO_OWN_LIST = [
-    "collector/capture",
-    "collector/doctor",
-    "scripts/lab",
-    "scripts/monitor",
-    "scripts/fleet",
-    "dev/vm/matrix",
-    "dev/vm/guest-run",
-    "dev/vm/summarize.py",
-    "dev/bench-overhead",
-    "fleet/capture.yml",
-    "analysis/rules/__init__.py",
-    "analysis/render/fleet.py",
-    "analysis/render/figures.py",
-    "analysis/combiners/fleet.py",
-]
+# The guard: no tracked file outside tests/ and docs/ keeps a list of the families of its own
+# (the registry itself is the list). Four names on one line, or in one literal, make a list:
+# with a fifth family, a stale list of the four still fails. A lab or an example naming the two
+# or three families it runs is not a list of all of them.
+LIST_OF = 4
+WORD = {f: re.compile(rf"(?<!\w){f}(?!\w)") for f in NAMES}
+SCALAR = (ast.Constant,)
 
 
-@pytest.mark.parametrize("path", NO_OWN_LIST)
-def test_no_driver_keeps_a_family_list(path: str) -> None:
-    """No line names two families: a list of them belongs in the registry."""
-    for n, line in enumerate((ROOT / path).read_text().splitlines(), 1):
-        named = {f for f in NAMES if re.search(rf"\b{f}\b", line)}
-        assert len(named) < 2, f"{path}:{n} lists families of its own: {line.strip()}"
+def named(text: str) -> set[str]:
+    return {f for f, word in WORD.items() if word.search(text)}
+
+
+def tracked_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    skip = ("tests/", "docs/")
+    return [f for f in out.split("\0") if f and not f.startswith(skip) and f != "probes/families.conf"]
+
+
+def _strings(nodes: list[ast.expr | None]) -> str:
+    return " ".join(n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
+def python_literals(text: str) -> list[tuple[int, str]]:
+    """Each list, tuple or set literal (its strings), and each dict whose keys and values are
+    all plain values (a lookup table: weight by family, family by kind). A dict of structures
+    keyed by family (a trainee's hints per family) is per-family content, not a list:
+    tests/training holds its keys to the registry."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            out.append((node.lineno, _strings(list(node.elts))))
+        elif isinstance(node, ast.Dict) and all(isinstance(n, SCALAR) for n in [*node.keys, *node.values]):
+            out.append((node.lineno, _strings([*node.keys, *node.values])))
+    return out
+
+
+# A shell array over several lines, a bracketed list (JSON, YAML flow), a YAML block list.
+TEXT_LITERALS = re.compile(r"\w+=\((?:[^()]|\n)*?\)|\[[^\[\]{}]*\]|(?:^[ \t]*- [^\n]*\n)+", re.M)
+
+
+def text_literals(text: str) -> list[tuple[int, str]]:
+    return [(text.count("\n", 0, m.start()) + 1, m.group()) for m in TEXT_LITERALS.finditer(text)]
+
+
+def family_lists(path: str, text: str) -> list[str]:
+    """Where TEXT (the file PATH) names LIST_OF families or more on a line or in a literal."""
+    found = [f"{path}:{n}: {line.strip()[:120]}" for n, line in enumerate(text.splitlines(), 1)
+             if len(named(line)) >= LIST_OF]  # fmt: skip
+    literals = python_literals(text) if path.endswith(".py") else text_literals(text)
+    found += [f"{path}:{n}: a literal naming {', '.join(sorted(named(s)))}" for n, s in literals
+              if len(named(s)) >= LIST_OF]  # fmt: skip
+    return found
+
+
+def test_no_file_keeps_a_list_of_the_families() -> None:
+    """Every tracked file outside tests/ and docs/, with no allow-list."""
+    found = []
+    for path in tracked_files():
+        try:
+            text = (ROOT / path).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
+            continue  # binary, or a submodule
+        found += family_lists(path, text)
+    assert not found, "lists of families outside probes/families.conf:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "flagged"),
+    [
+        ("x.py", 'FAMILIES = ("accept_queue", "retransmits", "epoll", "time_wait")\n', True),
+        ("x.py", 'W = {\n "accept_queue": 2,\n "retransmits": 2,\n "epoll": 2,\n "time_wait": 1,\n}\n', True),
+        ("x.py", 'K = {\n "a": "accept_queue",\n "b": "retransmits",\n "c": "epoll",\n "d": "time_wait",\n}\n', True),
+        ("x.py", 'H = {\n "accept_queue": ["x"],\n "retransmits": [],\n "epoll": [],\n "time_wait": [],\n}\n', False),
+        ("lab.sh", "LAB_PROBES=time_wait,retransmits,accept_queue\n", False),
+        ("lab.sh", "cases=(\n\taccept_queue@a:b\n\tretransmits@c:d\n\ttime_wait@e:f\n\tepoll@g:h\n)\n", True),
+        ("x.yml", "probes:\n  - accept_queue\n  - retransmits\n  - time_wait\n  - epoll\nnext: 1\n", True),
+        ("README.md", "the probes of `epoll.bt`, `time_wait.bt`, `retransmits.bt` and `accept_queue.bt`\n", True),
+        ("README.md", "epoll_wait and tq_time_wait.prom and TIME_WAIT: accept_queue, retransmits\n", False),
+    ],
+)
+def test_the_guard_finds_a_list(path: str, text: str, flagged: bool) -> None:
+    assert bool(family_lists(path, text)) is flagged, family_lists(path, text)
