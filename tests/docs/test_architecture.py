@@ -52,6 +52,15 @@ def test_the_tree_names_every_python_m_command(module: str) -> None:
         assert m[1] is not None and m[1].split(",") == subs, f"python -m {module}: tree {m[1]}, code {subs}"
 
 
+@pytest.mark.parametrize("module", MAIN_MODULES)
+def test_each_python_m_command_is_in_the_page_that_owns_it(module: str) -> None:
+    """Not in make help: in a docs page beside the architecture's tree (or the README)."""
+    pages = [p.read_text() for p in (ROOT / "docs").glob("*.md") if p.name != "architecture.md"]
+    text = "\n".join([*pages, (ROOT / "README.md").read_text()])
+    for sub in subcommands(module) or [""]:
+        assert re.search(rf"python3? -m {re.escape(module)}\b(?:[ |]\S*)?{re.escape(sub)}", text), f"{module} {sub}"
+
+
 def test_no_other_tree() -> None:
     """One tree: the README keeps no layout of its own."""
     readme = (ROOT / "README.md").read_text()
