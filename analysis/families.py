@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REGISTRY = Path(__file__).resolve().parent.parent / "probes" / "families.conf"
-KEYS = ("probes", "records", "finding", "rule", "metrics", "plots", "lab")
+KEYS = ("probes", "records", "finding", "rule", "metrics", "plots", "lab", "tier", "object", "train", "bench")
+TIERS = ("rare", "full")  # the probe tiers of capture and monitor (sampled runs no probe)
+OBJECT_KINDS = ("listener", "flow", "destination", "thread")  # analysis/findings.py object_name
 
 
 class RegistryError(ValueError):
@@ -29,6 +31,10 @@ class Family:
     plots: tuple[str, ...]  # functions of analysis/render/plots.py
     lab: str  # lab name
     lab_variant: str
+    tier: str  # the cheapest of TIERS that runs its probe
+    object_kind: str  # one of OBJECT_KINDS: what its findings name
+    train_weight: int  # in training's draw of incidents; 0: never drawn
+    bench: tuple[str, ...]  # LAB:VARIANT cases of dev/bench, low rate first
 
     @property
     def rule_module(self) -> str:
@@ -63,6 +69,15 @@ def load(path: Path = REGISTRY) -> dict[str, Family]:
             raise RegistryError(f"{path}: family {name} lacks {', '.join(missing)}")
         rule, wording = (keys["rule"] + ["", ""])[:2]
         lab, variant = (keys["lab"] + ["", ""])[:2]
+        tier, kind, weight = keys["tier"][0], keys["object"][0], keys["train"][0]
+        if tier not in TIERS:
+            raise RegistryError(f"{path}: family {name} tier {tier}: not one of {', '.join(TIERS)}")
+        if kind not in OBJECT_KINDS:
+            raise RegistryError(f"{path}: family {name} object {kind}: not one of {', '.join(OBJECT_KINDS)}")
+        if not weight.isdigit():
+            raise RegistryError(f"{path}: family {name} train {weight}: not a whole number")
+        if not all(":" in case for case in keys["bench"]):
+            raise RegistryError(f"{path}: family {name} bench: each case is LAB:VARIANT")
         out[name] = Family(
             name=name,
             probes=tuple(keys["probes"]),
@@ -75,6 +90,10 @@ def load(path: Path = REGISTRY) -> dict[str, Family]:
             plots=tuple(keys["plots"]),
             lab=lab,
             lab_variant=variant,
+            tier=tier,
+            object_kind=kind,
+            train_weight=int(weight),
+            bench=tuple(keys["bench"]),
         )
     return out
 
@@ -82,3 +101,5 @@ def load(path: Path = REGISTRY) -> dict[str, Family]:
 FAMILIES: dict[str, Family] = load()
 NAMES: tuple[str, ...] = tuple(FAMILIES)
 FAMILY_OF_FINDING: dict[str, str] = {f.finding: f.name for f in FAMILIES.values()}
+# Finding kind -> what its findings name (one of OBJECT_KINDS).
+OBJECT_OF_FINDING: dict[str, str] = {f.finding: f.object_kind for f in FAMILIES.values()}

@@ -7,9 +7,12 @@ logic, so the numbers can be tested without parsing sentences.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from analysis.families import OBJECT_OF_FINDING
 
 # confirmed / suspected: a finding. absent: ruled out by the evidence. not_checked: the
 # evidence that could rule it out was not captured (e.g. its probe did not run).
@@ -71,3 +74,34 @@ def plain(v: Any) -> Any:
     if hasattr(v, "item") and getattr(v, "ndim", None) == 0:
         return v.item()
     return v
+
+
+def _known(v: Any) -> bool:
+    return v is not None and v != "" and not (isinstance(v, float) and math.isnan(v))
+
+
+def _at(addr: Any, port: Any) -> str:
+    """ADDR:PORT, an IPv6 address in brackets ([2001:2::1]:8080), as applications log it."""
+    p = int(port) if isinstance(port, float) and port.is_integer() else port
+    a = str(addr)
+    return f"[{a}]:{p}" if ":" in a else f"{a}:{p}"
+
+
+def object_name(kind: str, subject: Mapping[str, Any]) -> str | None:
+    """The object a finding of KIND names, by its family's object kind (probes/families.conf):
+    a listener ADDR:PORT (port P when its address is not known), a flow LADDR:LPORT->RADDR:RPORT
+    (an endpoint, without both ports, LADDR->RADDR:PORT), a destination RADDR:PORT, a thread by
+    its name. None when the subject does not say which one (an unattributed finding)."""
+    s = subject
+    obj = OBJECT_OF_FINDING.get(kind)
+    if obj == "listener" and _known(s.get("lport")):
+        return _at(s["laddr"], s["lport"]) if _known(s.get("laddr")) else f"port {s['lport']}"
+    if obj == "flow" and _known(s.get("lport")) and _known(s.get("rport")):
+        return f"{_at(s.get('laddr'), s['lport'])}->{_at(s.get('raddr'), s['rport'])}"
+    if obj == "flow" and _known(s.get("raddr")) and _known(s.get("service_port")):
+        return f"{s.get('laddr')}->{_at(s['raddr'], s['service_port'])}"
+    if obj == "destination" and _known(s.get("raddr")) and _known(s.get("service_port")):
+        return _at(s["raddr"], s["service_port"])
+    if obj == "thread" and _known(s.get("comm")):
+        return str(s["comm"])
+    return None

@@ -27,6 +27,12 @@ families_csv() { families | paste -sd, -; }
 family_get() {
 	awk -v f="$1" -v k="$2" '$1 == f && $2 == k {for (i = 3; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "\n")}' "$FAMILIES_CONF"
 }
+# The families a probe tier runs, comma-separated: full, every family; rare, those whose
+# tier key is rare (their probes fire on loss and resets only, no syscall hook).
+tier_families() {
+	if [[ $1 == full ]]; then families_csv; return; fi
+	awk -v t="$1" '$1 !~ /^#/ && $2 == "tier" && $3 == t {print $1}' "$FAMILIES_CONF" | paste -sd, -
+}
 
 log() { printf '%s: %s\n' "${PROG:-${0##*/}}" "$*" >&2; }
 die() { printf '%s: error: %s\n' "${PROG:-${0##*/}}" "$*" >&2; exit 1; }
@@ -362,16 +368,11 @@ pick_probe() {
 # The tier a probe file declares in its header (" * TIER: tracepoint").  probe_tier FILE
 probe_tier() { sed -n 's/^ \* TIER: *//p' "$1" | head -1; }
 
-# Events the kernel skipped for a running bpftrace: a tracepoint program does
-# not run while another BPF program runs on the same CPU (softirq over a
-# syscall probe, say), and the kernel counts each skip as a recursion miss of
-# the program. Summed over the process's own program fds (read them before it
-# exits) from their fdinfo, where only a BPF program's has a recursion_misses
-# line (Linux >= 5.12; 0 where it lacks it), in two processes whatever the fds. A
-# readlink per fd and a bpftool run per program took 0.55 s a call for the four
-# families' bpftrace (132 fds) here, which the exporter's full tier paid every 10 s,
-# and held a capture's stop 140 s under the VM matrix's emulation (21 s after; Debian
-# 12, 2026-11-26).  probe_recursion_misses PID
+# Events the kernel skipped for a running bpftrace (a tracepoint program does not run
+# while another BPF program runs on its CPU): the recursion_misses of its programs'
+# fdinfo (Linux >= 5.12; 0 without), summed; read them before it exits. Two processes
+# whatever the fds: a bpftool per program was too slow (docs/cost.md).
+#   probe_recursion_misses PID
 probe_recursion_misses() {
 	# cat fails for a process that has exited, or an fd closed while it reads: what it read counts.
 	# A program is counted once, however many fds hold it (prog_id comes first in each block).

@@ -425,7 +425,7 @@ def cpu_ratio_lines(summary: dict[str, Any]) -> list[str]:
     """Requests per busy CPU second of the whole machine, with over base, per case: the cost a
     connection pays in CPU, measured (BPF, the case's own processes and any syscall slow path
     alike) rather than predicted, and not moved by how much CPU the VM's neighbours left a run
-    (steal); still moved by the machine's own speed (README, "Cost on a busy server"). Equal to
+    (steal); still moved by the machine's own speed (docs/cost.md, "Cost on a busy server"). Equal to
     the throughput ratio on a host whose CPUs the load keeps busy; the idle share says how busy
     they were."""
     rows = {c: cs for c, cs in summary["cases"].items() if cs.get("cpu_ratios")}

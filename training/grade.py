@@ -5,7 +5,7 @@ An answer is a small JSON object:
     {"family": "accept_queue", "object": "198.18.0.1:8097", "cause": "sizing",
      "fix": "raise_backlog", "also_suspect": []}
 
-`family`: accept_queue, retransmits, epoll, time_wait, or none (nothing wrong). `object`: a
+`family`: a family of probes/families.conf, or none (nothing wrong). `object`: a
 listener or endpoint as address:port, a flow as caddr:cport->saddr:sport, a loop thread by
 its name; empty for none. `cause` and `fix`: one of CAUSES and FIXES (closed lists: the
 servers' and the kernel's own knobs, and the seed posts' myths, docs/claims.md).
@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.families import FAMILY_OF_FINDING, NAMES
+from analysis.findings import object_name
 from training.incidents import Incident
 
 RUBRIC = {
@@ -70,7 +72,7 @@ FIXES: dict[str, dict[str, Any]] = {
     "tcp_tw_recycle": {"cures": set(), "helps": set(), "myth": "C45 (removed in Linux 4.12)"},
     "nothing": {"cures": {"none"}, "helps": set(), "myth": None},
 }
-FAMILIES = ("accept_queue", "retransmits", "epoll", "time_wait", "none")
+FAMILIES = (*NAMES, "none")
 
 
 class AnswerError(ValueError):
@@ -182,27 +184,11 @@ def _time_points(minutes: float) -> int:
     return round(RUBRIC["time"] * (2 * TIME_FULL_MIN - minutes) / TIME_FULL_MIN)
 
 
-# Which family each finding kind of the analysis belongs to (analysis/families.py's kinds).
-FAMILY_OF_KIND = {
-    "accept_queue_overflow": "accept_queue",
-    "retransmit_storm": "retransmits",
-    "event_loop_saturation": "epoll",
-    "time_wait_exhaustion": "time_wait",
-}
+# Which family each finding kind of the analysis belongs to.
+FAMILY_OF_KIND = FAMILY_OF_FINDING
 
 
 def object_of_finding(finding: dict[str, Any]) -> str | None:
     """The object a finding of verdicts.json names, spelled as an answer names it (None when
-    its subject does not say enough): a listener or endpoint address:port, a flow
-    caddr:cport->saddr:sport, a loop thread by name."""
-    s = finding.get("subject") or {}
-    kind = finding.get("kind")
-    if kind == "accept_queue_overflow":
-        return normalise(f"{s.get('laddr')}:{s.get('lport')}")
-    if kind == "retransmit_storm" and s.get("lport") and s.get("rport"):
-        return normalise(f"{s.get('laddr')}:{s.get('lport')}->{s.get('raddr')}:{s.get('rport')}")
-    if kind == "time_wait_exhaustion":
-        return normalise(f"{s.get('raddr')}:{s.get('service_port')}")
-    if kind == "event_loop_saturation":
-        return normalise(s.get("comm"))
-    return None
+    its subject does not say enough): analysis/findings.py object_name, normalised."""
+    return normalise(object_name(finding.get("kind") or "", finding.get("subject") or {}))

@@ -17,49 +17,61 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.families import FAMILIES
+
 # The server's and the client's address by IP version (scripts/lab's, IP_VERSION): an
 # incident runs over either, so a trainee meets IPv6 listeners and flows too.
 ADDRESSES = {4: ("198.18.0.1", "198.18.0.2"), 6: ("2001:2::1", "2001:2::2")}
 
-# family -> the busy-host variant that injects its fault, the cause class the fault is, and
-# the page an on-call would get. None: nothing wrong (the healthy variant).
+# family -> the busy-host variant that injects its fault, the cause class the fault is, the
+# role of the object it makes faulty (lab_objects; a loop's is the thread HOT_LOOP names), its
+# own parameters drawn (the lab's environment names), and the page an on-call would get.
+# None: nothing wrong (the healthy variant). A family with a training weight needs its entry.
 FAULTS: dict[str | None, dict[str, Any]] = {
     "accept_queue": {
         "variant": "listener",
         "cause": "sizing",
+        "role": "listener_small",
+        "parameters": {"BACKLOG": [8, 12, 16, 24], "BURST": [80, 100, 120]},
         "page": "Clients of {srv} report slow or failed connects now and then; the API host looks idle.",
     },
     "retransmits": {
         "variant": "flow",
         "cause": "data_loss",
+        "role": "flow_lossy",
+        "parameters": {"LOSS_PCT": [3, 5, 8]},
         "page": "A bulk transfer from {cli} to {srv} crawls; other traffic between them looks fine.",
     },
     "epoll": {
         "variant": "loop",
         "cause": "loop_saturated",
+        "role": "loop{HOT_LOOP}",
+        "parameters": {"HOT_WORK": ["8ms", "10ms", "15ms"]},
         "page": "p99 latency is up for some of the API host's services; CPU is not at 100 %.",
     },
     "time_wait": {
         "variant": "ports",
         "cause": "short_connections_client_closes",
+        "role": "endpoint_exhaust",
+        "parameters": {"EXHAUST_RATE": [100, 150, 200]},
         "page": "A client on {cli} logs 'cannot assign requested address' toward {srv}.",
     },
     None: {
         "variant": "healthy",
         "cause": "none",
+        "role": None,
+        "parameters": {},
         "page": "A customer says the API host at {srv} 'feels slow'. Nothing else is known.",
     },
 }
-# How often each is drawn: a healthy host half as often as each fault.
-WEIGHTS: dict[str | None, int] = {"accept_queue": 2, "retransmits": 2, "epoll": 2, "time_wait": 2, None: 1}
-
-# The fault's own parameter, drawn per family (the lab's environment names).
-PARAMETERS: dict[str, dict[str, list[Any]]] = {
-    "accept_queue": {"BACKLOG": [8, 12, 16, 24], "BURST": [80, 100, 120]},
-    "retransmits": {"LOSS_PCT": [3, 5, 8]},
-    "epoll": {"HOT_WORK": ["8ms", "10ms", "15ms"]},
-    "time_wait": {"EXHAUST_RATE": [100, 150, 200]},
+# How often each is drawn: each family by its train weight in probes/families.conf (2 each
+# today), a healthy host by this one (half as often as each fault).
+HEALTHY_WEIGHT = 1
+WEIGHTS: dict[str | None, int] = {
+    **{f.name: f.train_weight for f in FAMILIES.values() if f.train_weight},
+    None: HEALTHY_WEIGHT,
 }
+
 LOAD_SECONDS = [8, 10, 12]
 # The lab's five aqserver listeners (roles) and its two iperf3 flows get ports drawn from
 # these ranges: the faulty listener or endpoint is a different port from one seed to the next.
@@ -88,7 +100,7 @@ def draw(seed: int) -> Incident:
     family = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
     fault = FAULTS[family]
     env: dict[str, str] = {"LOAD_SECONDS": str(rng.choice(LOAD_SECONDS))}
-    for name, choices in PARAMETERS.get(family or "", {}).items():
+    for name, choices in fault["parameters"].items():
         env[name] = str(rng.choice(choices))
     ports = rng.sample(LISTENER_PORTS, len(LISTENER_ROLES))
     env.update({role: str(port) for role, port in zip(LISTENER_ROLES, ports, strict=True)})
@@ -116,7 +128,7 @@ def draw(seed: int) -> Incident:
 
 def lab_objects(env: dict[str, str]) -> dict[str, str]:
     """Every object the lab runs, by role, named as a trainee names it (training/grade.py
-    normalises what they type). The faulty one of each family's variant: FAULTY_ROLE."""
+    normalises what they type). The faulty one of each family's variant: FAULTS' role."""
     srv, cli = addresses(env)
 
     def at(ip: str, port: str) -> str:
@@ -139,18 +151,9 @@ def addresses(env: dict[str, str]) -> tuple[str, str]:
     return ADDRESSES[int(env.get("IP_VERSION", "4"))]
 
 
-# The role each family's variant makes faulty (labs/busy-host/lab.sh, "Variants"); the
-# event loop's is the thread HOT_LOOP names.
-FAULTY_ROLE = {
-    "accept_queue": "listener_small",
-    "retransmits": "flow_lossy",
-    "epoll": "loop{HOT_LOOP}",
-    "time_wait": "endpoint_exhaust",
-}
-
-
 def faulty_role(family: str, env: dict[str, str]) -> str:
-    return FAULTY_ROLE[family].format(**env)
+    """The role (lab_objects) of the object FAMILY's fault makes faulty under ENV."""
+    return str(FAULTS[family]["role"]).format(**env)
 
 
 def distribution(seeds: range, by_ip_version: bool = False) -> dict[str, int]:

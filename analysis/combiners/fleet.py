@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.families import FAMILY_OF_FINDING
-from analysis.findings import Finding
+from analysis.families import FAMILY_OF_FINDING, OBJECT_OF_FINDING
+from analysis.findings import Finding, object_name
 from analysis.load import Run, RunDataError
 from analysis.rules import RULES, evaluate_all
 from analysis.wording import where
@@ -59,23 +59,26 @@ class Host:
         return [f for f in self.findings if f.is_finding]
 
 
-def object_name(f: Finding) -> str:
-    """The object a finding names, short: a listener, an endpoint or flow, a thread."""
+def shown(f: Finding) -> str:
+    """The object a finding names (analysis/findings.py object_name), its owner first, with
+    what tells it apart on the host: a thread's pid and ports, a process, our side of a flow."""
     s = f.subject
-    if f.kind == "event_loop_saturation":
+    kind = OBJECT_OF_FINDING.get(f.kind)
+    name = object_name(f.kind, s)
+    if name is None:
+        no_listener = kind == "listener" and s.get("lport") is None
+        return owner_first(s, f"namespace {s.get('netns_label')}: no single listener" if no_listener else where(s))
+    if kind == "thread":
         ports = ",".join(str(p) for p in s.get("listen_ports") or [])
-        who = s.get("comm") or "a thread"
-        return owner_first(s, who) + (
-            f" (pid {s.get('pid')}"
-            + (f", tid {s.get('tid')}" if s.get("tid") != s.get("pid") else "")
-            + (f", port {ports})" if ports else ")")
-        )
-    place = where(s)
-    if f.kind == "accept_queue_overflow" and s.get("lport") is None:
-        place = f"namespace {s.get('netns_label')}: no single listener"
-    elif s.get("comm"):
-        place += f" ({s['comm']})"
-    return owner_first(s, place)
+        tid = f", tid {s.get('tid')}" if s.get("tid") != s.get("pid") else ""
+        return owner_first(s, f"{name} (pid {s.get('pid')}{tid}" + (f", port {ports})" if ports else ")"))
+    if s.get("dual_stack") is True:
+        name += " (dual-stack: IPv4 clients too)"
+    if s.get("we_are"):
+        name += f" (we are the {s['we_are']})"
+    if s.get("comm"):
+        name += f" ({s['comm']})"
+    return owner_first(s, name)
 
 
 def _cell(run: Run, kind: str, findings: list[Finding]) -> Cell:
@@ -90,7 +93,7 @@ def _cell(run: Run, kind: str, findings: list[Finding]) -> Cell:
     top = [f for f in mine if f.status == best]
     cell = Cell(best)
     if best in ("confirmed", "suspected"):
-        cell.objects = [object_name(f) for f in top]
+        cell.objects = [shown(f) for f in top]
         cell.cause_classes = sorted({f.cause_class for f in top if f.cause_class})
     elif best == "absent":
         cell.note = f"{len(top)} ruled out"
@@ -163,7 +166,7 @@ def shared(hosts: list[Host]) -> list[dict[str, Any]]:
     for h in hosts:
         for f in h.real:
             groups.setdefault((f.kind, f.cause_class or "unclassified"), {}).setdefault(h.name, []).append(
-                object_name(f)
+                shown(f)
             )
     return [
         {"kind": k, "cause_class": c, "hosts": sorted(by_host), "objects": by_host}

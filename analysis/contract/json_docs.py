@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analysis.families import NAMES
+
 from .columns import EPOCH_MAX, EPOCH_MIN
 
 JSON_RULES = (
@@ -262,7 +264,7 @@ METADATA_SCHEMA = _obj(
         ),
         "probes": {
             **_obj(
-                "per probe family (accept_queue, retransmits, time_wait, epoll)",
+                f"per probe family ({', '.join(NAMES)})",
                 {},
                 additionalProperties=_obj(
                     "one probe family",
@@ -290,7 +292,7 @@ METADATA_SCHEMA = _obj(
                     ("status", "rows"),
                 ),
             ),
-            "propertyNames": {"enum": ["accept_queue", "retransmits", "time_wait", "epoll"]},
+            "propertyNames": {"enum": list(NAMES)},
         },
         "lab": {**LAB_SCHEMA, "type": ["object", "null"]},
     },

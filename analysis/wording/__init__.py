@@ -1,7 +1,7 @@
 """Human wording for findings, kept apart from the rules' logic.
 
-Each family of probes/families.conf has its wording module here, beside its
-rule in analysis/rules: accept_queue.py, retransmits.py, time_wait.py, epoll.py.
+Each family of probes/families.conf has its wording module here, <family>.py,
+beside its rule in analysis/rules/<family>.py.
 Each holds its finding kind's title, cause names and templates, keyed by
 (link, key), and the phrases those templates need, derived from the link's
 evidence numbers. A template is a sequence of parts (template.py): a plain

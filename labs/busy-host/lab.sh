@@ -50,8 +50,8 @@
 LAB_VARIANTS=(listener flow loop ports healthy)
 # Over IPv4 or IPv6 (IP_VERSION, scripts/lab): training incidents draw either.
 LAB_IP_VERSIONS=(4 6)
-# The lab is about telling objects of every family apart: all four probes.
-LAB_PROBES=accept_queue,retransmits,time_wait,epoll
+# No LAB_PROBES: the lab is about telling objects of every family apart, so scripts/lab
+# runs every family of probes/families.conf.
 LAB_BINARIES=(aqserver connload loopserver)
 # Ports may be set from the environment (training/incidents.py draws them, so that the faulty
 # object is not always the same port); the defaults are the ones this header names.

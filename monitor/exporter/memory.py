@@ -1,8 +1,7 @@
 """Memory the probes give back once they run: bpftrace's compiler pages.
 
 bpftrace links LLVM and clang, and touches about 70 MB of their code while it compiles the
-probes (PSS of libLLVM and libclang in a bpftrace 0.17 process with the four probe files,
-2026-11-26). Once the programs are attached it never runs them again, but the pages stay
+probes (docs/cost.md, "Exporter memory"). Once the programs are attached it never runs them again, but the pages stay
 resident and count in its PSS. They are clean and file-backed, so the kernel can drop them
 at no cost and read them back if ever needed: process_madvise(MADV_PAGEOUT) (Linux 5.10)
 asks it to now. It leaves a page another process maps too (another bpftrace beside this one):

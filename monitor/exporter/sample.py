@@ -97,8 +97,8 @@ def socket_table(sampler: Path, pid: int, ino: int) -> dict[tuple[str, str], tup
     """(raddr, rport) -> (ports in use, TIME_WAIT) for sockets on ephemeral local ports, in
     the namespace of pid: collector/sample-netns --ephemeral-sockets run inside it, the
     listing capture's TIME_WAIT table comes from (ss with the kernel filtering the ports, so
-    a host's 131072 TIME_WAIT on a service port cost the kernel's walk and no line; reading
-    them from /proc/net/tcp took 0.14 s of this process a scan, 2026-11-27). The peer as its
+    a host's 131072 TIME_WAIT on a service port cost the kernel's walk and no line; docs/cost.md
+    has the times). The peer as its
     application sees it (ipv4_form), as every other series here."""
     enter = ["nsenter", f"--net=/proc/{pid}/ns/net"]
     cmd = [*enter, str(sampler), "--ephemeral-sockets", "--netns-id", str(ino)]

@@ -19,19 +19,9 @@ from pathlib import Path
 from .memory import release_compiler_pages
 from .stream import CsvRows, Row
 
-# Again and again: a page another bpftrace maps too (a capture's, beside the monitor's) is not
-# paged out, and that process shares its PSS; once it has gone this one holds the page alone,
-# at full PSS, until the next release. A restart's compile beside a capture maps most of LLVM so:
-# in a soak beside back-to-back labs, with restarts every 60 s, the probe process sat at 104 MB
-# (36 anonymous) for most of 10 s after a lab's bpftrace ended, with a release every 10 s
-# (2026-11-27). A release is a maps read and one process_madvise: 1.3 ms of CPU here, 0.06 % of
-# a CPU every 2 s.
+# Again and again: a page shared with another bpftrace stays, and is ours alone once it exits (docs/cost.md).
 RELEASE_EVERY_S = 2.0
-# And while bpftrace compiles (started, nothing printed yet), at every tick of the exporter's
-# loop (at most 0.5 s apart): clang's pages are done with once it has parsed, LLVM's passes
-# each touch their own, and the compile's peak is what a memory limit must allow. The bundle of
-# the four 0.17 probe files peaked at 108 MB of PSS without, 93-94 with a page-out every 0.25
-# or 0.5 s, its first interval 0.1 s later (4.08 -> 4.18 s; 2026-11-27).
+# While bpftrace compiles, at each tick of the loop: the compile is the tier's memory peak (docs/cost.md).
 RELEASE_WHILE_COMPILING_S = 0.5
 
 

@@ -50,7 +50,7 @@ def reconcile(run: Run) -> None:
     # Increments on a plain map can collide when two CPUs queue at once (probe
     # header), and the kernel skips the probe while another BPF program runs on
     # the CPU (recursion misses, recorded per probe in metadata.json).
-    # Measured: up to 3.6 % low in bursts (565 vs 586, no misses); README "Probe cost".
+    # Measured: up to 3.6 % low in bursts (565 vs 586, no misses); docs/cost.md.
     misses = run.metadata["probes"]["accept_queue"]["recursion_misses"]
     assert enqueued <= passive and passive - enqueued <= max(3, 0.06 * passive) + misses, (enqueued, passive, misses)
     server_accepted = run.lab["server"]["stats"]["accepted"]

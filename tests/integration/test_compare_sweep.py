@@ -77,7 +77,7 @@ def test_accept_queue_sweep_matches_mm1k(kernel, tmp_path: Path) -> None:
     low, high = df.iloc[0], df.iloc[1]
     assert high["rho"] > 1 > low["rho"]
     assert high["p_measured"] > low["p_measured"]
-    # Tolerance from the full sweep (make sweep, README): |error| <= 0.05 at every point.
+    # Tolerance from the full sweep (make sweep, docs/experiments.md): |error| <= 0.05 at every point.
     for _, r in df.iterrows():
         assert abs(r["p_mm1k"] - r["p_measured"]) <= 0.06, r.to_dict()
     assert (out / "plots" / "sweep.png").is_file() and "M/M/1/K" in (out / "sweep.md").read_text()

@@ -3,20 +3,24 @@ family list from the registry, not from a list of their own."""
 
 from __future__ import annotations
 
+import ast
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from importlib import import_module
 from pathlib import Path
 
 import pytest
 
 from analysis.contract import TABLES
-from analysis.families import FAMILIES, NAMES, RegistryError, load
+from analysis.families import FAMILIES, NAMES, TIERS, RegistryError, load
 from analysis.render import plots
 from analysis.rules import RULES
 from monitor.exporter import METRICS, OBJECT_LABELS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fixture_run
 
 FAMILY_IDS = list(FAMILIES)
 
@@ -107,7 +111,7 @@ DRIVERS = {
 @pytest.fixture(scope="module")
 def pack_with_fifth_family(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pack = tmp_path_factory.mktemp("pack")
-    for d in ("collector", "probes", "scripts", "dev", "labs"):
+    for d in ("collector", "probes", "scripts", "dev", "labs", "analysis", "training"):
         shutil.copytree(ROOT / d, pack / d, ignore=shutil.ignore_patterns("go", "__pycache__"))
     reg = pack / "probes" / "families.conf"
     reg.write_text(
@@ -115,9 +119,85 @@ def pack_with_fifth_family(tmp_path_factory: pytest.TempPathFactory) -> Path:
         + "\nsynqueue  probes   synqueue.bt\nsynqueue  records  sq_listener\nsynqueue  finding  syn_queue_overflow\n"
         + "synqueue  rule     analysis/rules/synqueue.py analysis/wording/synqueue.py\n"
         + "synqueue  metrics  listener netns laddr lport\nsynqueue  plots    queue_depth\n"
-        + "synqueue  lab      accept-overflow sizing\n"
+        + "synqueue  lab      accept-overflow sizing\nsynqueue  tier     full\nsynqueue  object   listener\n"
+        + "synqueue  train    0\nsynqueue  bench    accept-overflow:healthy accept-overflow:sizing\n"
     )
+    (pack / "analysis" / "rules" / "synqueue.py").write_text(FIFTH_RULE)
+    (pack / "analysis" / "wording" / "synqueue.py").write_text(FIFTH_WORDING)
     return pack
+
+
+# The fifth family's rule and wording: a finding on each listener the accept-queue probe saw full.
+FIFTH_RULE = """
+from analysis.findings import Finding
+from analysis.rules.base import Rule, RunView
+
+
+def _logic(run: RunView) -> list[Finding]:
+    rows = run.table("aq_listener")
+    full = rows[rows["full_events"] > 0].drop_duplicates(["netns", "laddr", "lport"])
+    return [Finding("syn_queue_overflow", "confirmed", {"netns": int(r.netns), "laddr": r.laddr, "lport": int(r.lport)},
+                    cause_class="sizing") for r in full.itertuples()]
+
+
+RULE = Rule("syn_queue_overflow", ("aq_listener",), _logic)
+"""
+FIFTH_WORDING = """
+from analysis.wording.base import Wording
+
+WORDING = Wording("syn_queue_overflow", "SYN queue overflow", {"sizing": "too small"}, {}, lambda link, ev: None)
+"""
+# Run inside the copy, whose analysis/ reads the copy's registry: the metadata schema, the
+# grader and the fleet combiner with the fifth family.
+FIFTH_CHECKS = """
+import json, shutil, sys
+from pathlib import Path
+from analysis.combiners.fleet import judge
+from analysis.load import Run, RunDataError
+from training.grade import FAMILY_OF_KIND, grade, object_of_finding
+from training.incidents import WEIGHTS, Incident
+
+fixture, fleet = Path(sys.argv[1]), Path(sys.argv[2])
+out = {}
+host = fleet / "web-1"
+shutil.copytree(fixture, host)
+meta = json.loads((host / "metadata.json").read_text())
+meta["probes"]["synqueue"] = {"file": "probes/synqueue.bt", "tier": "tracepoint", "status": "ok", "rows": 3}
+(host / "metadata.json").write_text(json.dumps(meta))
+Run.open(host)
+meta["probes"]["nosuch"] = meta["probes"]["synqueue"]
+bad = fleet / "bad"
+shutil.copytree(host, bad)
+(bad / "metadata.json").write_text(json.dumps(meta))
+try:
+    Run.open(bad)
+    out["unknown_family"] = "accepted"
+except RunDataError as e:
+    out["unknown_family"] = str(e)
+cell = judge("web-1", host).cells["syn_queue_overflow"]
+out["cell"] = [cell.status, cell.objects]
+finding = {"kind": "syn_queue_overflow", "subject": {"laddr": "198.18.0.1", "lport": 8080}}
+out["family"], out["object"] = FAMILY_OF_KIND["syn_queue_overflow"], object_of_finding(finding)
+key = {"family": "synqueue", "object": "198.18.0.1:8080", "cause": "sizing"}
+answer = {**key, "fix": "raise_backlog", "also_suspect": []}
+out["grade"] = grade(Incident(1, "synqueue", "x", {}, key), answer).total
+out["drawn"] = "synqueue" in WEIGHTS
+print(json.dumps(out))
+"""
+
+
+def test_a_fifth_family_passes_validation_grading_and_the_fleet(pack_with_fifth_family: Path) -> None:
+    pack = pack_with_fifth_family
+    r = subprocess.run(
+        [sys.executable, "-c", FIFTH_CHECKS, str(fixture_run("accept-overflow-stall")), str(pack / "fleet")],
+        cwd=pack, env={**os.environ, "PYTHONPATH": str(pack)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert "nosuch" in out["unknown_family"], "the schema still refuses a family the registry does not have"
+    assert out["cell"] == ["confirmed", ["198.18.0.1:8080"]]
+    assert (out["family"], out["object"], out["grade"], out["drawn"]) == ("synqueue", "198.18.0.1:8080", 100, False)
 
 
 @pytest.mark.parametrize("driver", sorted(DRIVERS))
@@ -142,27 +222,98 @@ def test_bash_and_python_read_the_same_registry() -> None:
     assert out.splitlines() == [f"{f.name} {' '.join(f.probes)}" for f in FAMILIES.values()]
 
 
-NO_OWN_LIST = [
-    "collector/capture",
-    "collector/doctor",
-    "scripts/lab",
-    "scripts/monitor",
-    "scripts/fleet",
-    "dev/vm/matrix",
-    "dev/vm/guest-run",
-    "dev/vm/summarize.py",
-    "dev/bench-overhead",
-    "fleet/capture.yml",
-    "analysis/rules/__init__.py",
-    "analysis/render/fleet.py",
-    "analysis/render/figures.py",
-    "analysis/combiners/fleet.py",
-]
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_tier_runs_the_families_the_registry_gives_it(tier: str) -> None:
+    """capture --tier and monitor --tier take the rare tier's families from the registry's tier key."""
+    script = f"source collector/lib.sh; tier_families {tier}"
+    out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    want = [f.name for f in FAMILIES.values() if tier == "full" or f.tier == tier]
+    assert out.split() == [",".join(want)] and want
+    for driver in ("collector/capture", "scripts/monitor"):
+        text = (ROOT / driver).read_text()
+        assert f"$(tier_families {tier})" in text or tier == "full", driver
 
 
-@pytest.mark.parametrize("path", NO_OWN_LIST)
-def test_no_driver_keeps_a_family_list(path: str) -> None:
-    """No line names two families: a list of them belongs in the registry."""
-    for n, line in enumerate((ROOT / path).read_text().splitlines(), 1):
-        named = {f for f in NAMES if re.search(rf"\b{f}\b", line)}
-        assert len(named) < 2, f"{path}:{n} lists families of its own: {line.strip()}"
+# The guard: no tracked file outside tests/ and docs/ keeps a list of the families of its own
+# (the registry itself is the list). Four names on one line, or in one literal, make a list:
+# with a fifth family, a stale list of the four still fails. A lab or an example naming the two
+# or three families it runs is not a list of all of them.
+LIST_OF = 4
+WORD = {f: re.compile(rf"(?<!\w){f}(?!\w)") for f in NAMES}
+SCALAR = (ast.Constant,)
+
+
+def named(text: str) -> set[str]:
+    return {f for f, word in WORD.items() if word.search(text)}
+
+
+def tracked_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    skip = ("tests/", "docs/")
+    return [f for f in out.split("\0") if f and not f.startswith(skip) and f != "probes/families.conf"]
+
+
+def _strings(nodes: list[ast.expr | None]) -> str:
+    return " ".join(n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
+def python_literals(text: str) -> list[tuple[int, str]]:
+    """Each list, tuple or set literal (its strings), and each dict whose keys and values are
+    all plain values (a lookup table: weight by family, family by kind). A dict of structures
+    keyed by family (a trainee's hints per family) is per-family content, not a list:
+    tests/training holds its keys to the registry."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            out.append((node.lineno, _strings(list(node.elts))))
+        elif isinstance(node, ast.Dict) and all(isinstance(n, SCALAR) for n in [*node.keys, *node.values]):
+            out.append((node.lineno, _strings([*node.keys, *node.values])))
+    return out
+
+
+# A shell array over several lines, a bracketed list (JSON, YAML flow), a YAML block list.
+TEXT_LITERALS = re.compile(r"\w+=\((?:[^()]|\n)*?\)|\[[^\[\]{}]*\]|(?:^[ \t]*- [^\n]*\n)+", re.M)
+
+
+def text_literals(text: str) -> list[tuple[int, str]]:
+    return [(text.count("\n", 0, m.start()) + 1, m.group()) for m in TEXT_LITERALS.finditer(text)]
+
+
+def family_lists(path: str, text: str) -> list[str]:
+    """Where TEXT (the file PATH) names LIST_OF families or more on a line or in a literal."""
+    found = [f"{path}:{n}: {line.strip()[:120]}" for n, line in enumerate(text.splitlines(), 1)
+             if len(named(line)) >= LIST_OF]  # fmt: skip
+    literals = python_literals(text) if path.endswith(".py") else text_literals(text)
+    found += [f"{path}:{n}: a literal naming {', '.join(sorted(named(s)))}" for n, s in literals
+              if len(named(s)) >= LIST_OF]  # fmt: skip
+    return found
+
+
+def test_no_file_keeps_a_list_of_the_families() -> None:
+    """Every tracked file outside tests/ and docs/, with no allow-list."""
+    found = []
+    for path in tracked_files():
+        try:
+            text = (ROOT / path).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
+            continue  # binary, or a submodule
+        found += family_lists(path, text)
+    assert not found, "lists of families outside probes/families.conf:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "flagged"),
+    [
+        ("x.py", 'FAMILIES = ("accept_queue", "retransmits", "epoll", "time_wait")\n', True),
+        ("x.py", 'W = {\n "accept_queue": 2,\n "retransmits": 2,\n "epoll": 2,\n "time_wait": 1,\n}\n', True),
+        ("x.py", 'K = {\n "a": "accept_queue",\n "b": "retransmits",\n "c": "epoll",\n "d": "time_wait",\n}\n', True),
+        ("x.py", 'H = {\n "accept_queue": ["x"],\n "retransmits": [],\n "epoll": [],\n "time_wait": [],\n}\n', False),
+        ("lab.sh", "LAB_PROBES=time_wait,retransmits,accept_queue\n", False),
+        ("lab.sh", "cases=(\n\taccept_queue@a:b\n\tretransmits@c:d\n\ttime_wait@e:f\n\tepoll@g:h\n)\n", True),
+        ("x.yml", "probes:\n  - accept_queue\n  - retransmits\n  - time_wait\n  - epoll\nnext: 1\n", True),
+        ("README.md", "the probes of `epoll.bt`, `time_wait.bt`, `retransmits.bt` and `accept_queue.bt`\n", True),
+        ("README.md", "epoll_wait and tq_time_wait.prom and TIME_WAIT: accept_queue, retransmits\n", False),
+    ],
+)
+def test_the_guard_finds_a_list(path: str, text: str, flagged: bool) -> None:
+    assert bool(family_lists(path, text)) is flagged, family_lists(path, text)

@@ -4,8 +4,10 @@ an object the lab runs, never one of its healthy neighbours."""
 
 from __future__ import annotations
 
+from analysis.families import FAMILIES
 from tests.conftest import ROOT
-from training.incidents import ADDRESSES, FAULTS, PARAMETERS, distribution, draw, faulty_role, lab_objects
+from training.hints import FASTEST, HINTS, MYTHS
+from training.incidents import ADDRESSES, FAULTS, WEIGHTS, distribution, draw, faulty_role, lab_objects
 
 
 def test_a_seed_is_replayed_exactly() -> None:
@@ -35,7 +37,7 @@ def test_the_faulty_object_is_the_variants_and_not_a_neighbour() -> None:
         assert inc.key["object"] == objects[faulty_role(inc.family, inc.lab_env)]
         assert inc.key["object"] not in inc.neighbours
         assert set(inc.neighbours) | {inc.key["object"]} == set(objects.values())
-        for name, choices in PARAMETERS[inc.family].items():
+        for name, choices in FAULTS[inc.family]["parameters"].items():
             assert inc.lab_env[name] in {str(c) for c in choices}
 
 
@@ -78,3 +80,15 @@ def test_the_addresses_are_those_scripts_lab_gives_each_ip_version() -> None:
     lab = (ROOT / "scripts" / "lab").read_text()
     for version, (srv, cli) in ADDRESSES.items():
         assert f"{version}) SRV_IP={srv} CLI_IP={cli} ;;" in lab, version
+
+
+def test_every_family_drawn_has_its_fault_hints_and_myths() -> None:
+    """The families drawn come from the registry's train weights; each needs its busy-host fault,
+    its hint ladder, its fastest commands and its myths, and nothing here names a family the
+    registry does not have."""
+    drawn = {f for f in WEIGHTS if f is not None}
+    assert drawn == {f.name for f in FAMILIES.values() if f.train_weight > 0}
+    assert drawn <= set(FAULTS) <= set(FAMILIES) | {None}
+    for table in (HINTS, FASTEST, MYTHS):
+        assert drawn | {"none"} <= set(table) <= set(FAMILIES) | {"none"}
+    assert all(len(HINTS[f]) == 3 for f in HINTS), "three hint levels: family, counter, probe"

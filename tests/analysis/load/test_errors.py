@@ -137,13 +137,14 @@ def test_csv_errors_count_physical_lines_inside_quoted_fields(copy_fixture) -> N
 
 
 def test_loader_and_contract_import_nothing_above_them() -> None:
-    """The layers read upward: contract <- load <- derived <- rules <- wording <- render; never the reverse."""
+    """The layers read upward: contract <- load <- derived <- rules <- wording <- render; never the reverse.
+    Below them all, the family registry's reader (analysis.families, standard library only)."""
     code = (
         "import sys, analysis.load\n"
         "above = ('analysis.derived', 'analysis.rules', 'analysis.wording', 'analysis.render')\n"
         "print(sorted(m for m in sys.modules if m.startswith(above)))\n"
         "print(sorted(m for m in sys.modules if m.startswith('analysis.') and m.split('.')[1] not in "
-        "('load', 'contract')))\n"
+        "('load', 'contract', 'families')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out == "[]\n[]\n"
