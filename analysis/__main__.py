@@ -52,8 +52,9 @@ def _report(args: argparse.Namespace) -> None:
     real = [f for f in findings if f.is_finding]
     for f in real:
         print(headline(f))
+    unchecked = sum(f.status == "not_checked" for f in findings)
     if not real:
-        print("no finding")
+        print("no finding" + (f"; {unchecked} object(s) not checked (report.md says why)" if unchecked else ""))
     print(f"report: {report}")
 
 

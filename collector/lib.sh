@@ -436,6 +436,38 @@ make_netns_pair() {
 
 # host_port IP PORT: IP:PORT, the IPv6 address in brackets ([2001:2::1]:8080), as
 # servers, clients and URLs take it.
+# loop_threads PID: the tids of loopserver PID's loop threads (named loop<N>), in tid order.
+loop_threads() {
+	local t comm
+	for t in /proc/"$1"/task/*; do
+		comm=$(cat "$t/comm" 2>/dev/null) || continue
+		[[ $comm != loop[0-9]* ]] || echo "${t##*/}"
+	done
+}
+
+# sample_thread_stat OUT STOP PID TID...: a lab's own account of its threads' CPU time, as the
+# kernel keeps it: every 0.5 s until the file STOP exists, a row per thread of its utime and
+# stime (clock ticks, fields 14 and 15 of /proc/PID/task/TID/stat) into OUT (CSV).
+sample_thread_stat() {
+	local out=$1 stop=$2 pid=$3 t stat now comm tids
+	shift 3
+	tids=("$@")	# set -- below takes the positional parameters
+	echo "time_s,tid,comm,utime_ticks,stime_ticks" >"$out"
+	while [[ ! -e $stop ]]; do
+		now=${EPOCHREALTIME/,/.}
+		for t in "${tids[@]}"; do
+			stat=$(cat "/proc/$pid/task/$t/stat" 2>/dev/null) || continue
+			comm=${stat#*(}
+			comm=${comm%)*}
+			stat=${stat##*) }
+			# shellcheck disable=SC2086  # the fields, split on purpose
+			set -- $stat
+			echo "$now,$t,$comm,${12},${13}" >>"$out"
+		done
+		sleep 0.5
+	done
+}
+
 host_port() {
 	if [[ $1 == *:* ]]; then echo "[$1]:$2"; else echo "$1:$2"; fi
 }

@@ -165,9 +165,7 @@ def shared(hosts: list[Host]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], dict[str, list[str]]] = {}
     for h in hosts:
         for f in h.real:
-            groups.setdefault((f.kind, f.cause_class or "unclassified"), {}).setdefault(h.name, []).append(
-                shown(f)
-            )
+            groups.setdefault((f.kind, f.cause_class or "unclassified"), {}).setdefault(h.name, []).append(shown(f))
     return [
         {"kind": k, "cause_class": c, "hosts": sorted(by_host), "objects": by_host}
         for (k, c), by_host in sorted(groups.items())

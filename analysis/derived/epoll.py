@@ -171,3 +171,68 @@ def loop_numbers_of(sums: dict[str, int], intervals: int, interval_s: float) -> 
         "full_batches": sums["ret_full"],
         "empty_share_pct": round(100 * sums["ret_zero"] / calls, 1) if calls else None,
     }
+
+
+# A loop's CPU is judged over its busy window: from the end of its first interval with events to
+# the start of its last (a load that starts or ends mid-interval leaves those two partly idle), and
+# only a window at least this long.
+MIN_WINDOW_S = 2.0
+
+
+def busy_windows(pt: pd.DataFrame, interval_s: float, min_events: int) -> pd.DataFrame:
+    """Per thread (pid, tid) of per_thread rows: its busy window (start_s, end_s: see MIN_WINDOW_S;
+    none shorter) and the share of it the thread spent blocked in epoll (its waits that ended
+    there, over the window's length)."""
+    active = pt[pt["events_sum"] >= min_events]
+    g = active.groupby(["pid", "tid"])["time_s"]
+    win = pd.DataFrame({"start_s": g.min().astype(float), "end_s": g.max().astype(float) - interval_s})
+    win = win[win["end_s"] - win["start_s"] >= MIN_WINDOW_S]
+    if win.empty:
+        return win.assign(blocked=pd.Series(dtype=float))
+    rows = pt.join(win, on=["pid", "tid"], how="inner")
+    inside = rows[(rows["time_s"] > rows["start_s"]) & (rows["time_s"] <= rows["end_s"])]
+    waited = inside.groupby(["pid", "tid"])["wait_ns_sum"].sum().astype(float).reindex(win.index).fillna(0.0)
+    # A wait that began before the window is charged to the interval it ended in: at most all of it.
+    return win.assign(blocked=(waited / ((win["end_s"] - win["start_s"]) * 1e9)).clip(upper=1.0))
+
+
+def window_shares(threads: pd.DataFrame, windows: pd.DataFrame, slack_s: float = 0.5) -> pd.DataFrame:
+    """Per thread of `windows` (busy_windows) that threads.csv samples: its share of the window on a
+    CPU and waiting for one, from the scheduler's clocks at its first and last sample within the
+    window (slack_s either side), and the span those two samples measured (cpu_from_s, cpu_to_s)."""
+    cols = ["cpu_window", "runq_window", "cpu_from_s", "cpu_to_s"]
+    if threads.empty or windows.empty:
+        return pd.DataFrame(columns=cols, index=windows.index, dtype=float)
+    one = threads.drop_duplicates(["time_s", "pid", "tid"]).sort_values("time_s")
+    one = one.join(windows[["start_s", "end_s"]], on=["pid", "tid"], how="inner")
+    one = one[(one["time_s"] >= one["start_s"] - slack_s) & (one["time_s"] <= one["end_s"] + slack_s)]
+    g = one.groupby(["pid", "tid"])
+    first, last = g.first(), g.last()
+    span = (last["time_s"] - first["time_s"]).astype(float)
+    out = pd.DataFrame(
+        {
+            "cpu_window": (last["cpu_ns"] - first["cpu_ns"]).astype(float) / (span * 1e9),
+            "runq_window": (last["runq_ns"] - first["runq_ns"]).astype(float) / (span * 1e9),
+            "cpu_from_s": first["time_s"].astype(float),
+            "cpu_to_s": last["time_s"].astype(float),
+        }
+    )
+    return out[span >= MIN_WINDOW_S].reindex(windows.index)
+
+
+def process_window_share(
+    threads: pd.DataFrame, pid: int, start_s: float, end_s: float, slack_s: float = 0.5
+) -> float | None:
+    """A process's threads together on a CPU over a window (share of one CPU; threads.csv's
+    scheduler clocks between their first and last sample in it); None when not sampled so."""
+    rows = threads[
+        (threads["pid"] == pid) & (threads["time_s"] >= start_s - slack_s) & (threads["time_s"] <= end_s + slack_s)
+    ]
+    rows = rows.drop_duplicates(["time_s", "tid"]).sort_values("time_s")
+    if rows.empty:
+        return None
+    t0, t1 = float(rows["time_s"].iloc[0]), float(rows["time_s"].iloc[-1])
+    if t1 - t0 < MIN_WINDOW_S:
+        return None
+    g = rows.groupby("tid")["cpu_ns"]
+    return float((g.last() - g.first()).sum()) / ((t1 - t0) * 1e9)

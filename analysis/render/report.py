@@ -140,7 +140,10 @@ def _findings_lines(findings: list[Finding]) -> list[str]:
     """## Findings: each finding's headline, window and evidence chain."""
     lines = md.heading("Findings")
     real = [f for f in findings if f.is_finding]
-    if not real:
+    unchecked = sum(f.status == "not_checked" for f in findings)
+    if not real and unchecked:
+        lines.append(f"No finding among what this run judged; {unchecked} object(s) not judged: see Not checked.")
+    elif not real:
         lines.append("No finding: nothing in this run points at a hidden queue.")
     for f in real:
         w = f.window or {}

@@ -22,13 +22,16 @@ import numpy as np
 import pandas as pd
 
 from ..derived.epoll import (
+    busy_windows,
     cpu_share_per_thread,
     cpu_share_schedstat,
     loop_numbers_of,
     per_thread,
     process_cpu_per_sample,
     process_wait_share,
+    process_window_share,
     wait_share,
+    window_shares,
 )
 from ..derived.servers import server_of
 from ..findings import Finding, Link
@@ -36,37 +39,30 @@ from .base import Rule, RunView
 
 KIND = "event_loop_saturation"
 INPUTS = ("ep_loop", "listeners", "aq_accept", "threads", "processes")
-# Events per interval before a loop counts as busy. The signal is that the
-# loop never waits while work keeps arriving; this floor only keeps an idle
-# poller out. It was 50: a CPU-bound server that takes 40 ms a request (the
-# epoll lab under emulation, Debian 13 VM) serves < 50 events a second and
-# never blocks — saturated, and missed. No real capture in tests/fixtures
-# other than epoll-busy has a loop that passes with 10.
+# Events per interval before a loop counts as busy: only keeps an idle poller out (a CPU-bound
+# server at 40 ms a request serves < 50 events a second and never blocks).
 MIN_EVENTS = 10
-MAX_WAIT_SHARE = 0.05  # of the interval spent blocked in epoll
+MAX_WAIT_SHARE = 0.05  # of the interval (or busy window) spent blocked in epoll: under it, it never waits
 MIN_BUSY_INTERVALS = 3
 # A saturated loop finds work every time it asks: at most this share of its calls may come back
-# empty (timeouts, non-blocking polls that found nothing). On a busy host a Go runtime thread
-# that polled ~30 times a second read 0 % blocked for three intervals in the 1-in-8 sample of
-# contract 3 while a third to a half of its calls came back empty: idle capacity, not a
-# saturated loop. Saturated loops measured here: 0-8 % (epoll-busy, and the host-loop capture).
+# empty (a busy host's Go runtime thread polling ~30 times a second is idle capacity).
 MAX_EMPTY_SHARE = 0.1
-# ...and it is really busy (contract 4, which records each thread's CPU time): the thread is on
-# the CPU at least this share of the interval, or no thread of its process waited in epoll in
-# that interval. A thread that seldom waits in epoll may be asleep elsewhere: in the busy-host lab
-# an idle Go aqserver thread read ~0 % blocked in epoll (short sampled calls; Go parks threads on a
-# futex) in 4 of 5 runs, using ~0 CPU while its sibling waited 17.6 s. The saturated loopserver
-# thread used 0.91-0.99 of a CPU. A saturated Go server is the second case: its polling thread
-# (sysmon, ~2 ms of CPU a second) finds events at every non-blocking poll while the thread that
-# runs the goroutines seldom calls epoll, and no thread of the process ever waits there.
+# Per interval, without the scheduler's window figures: the thread is on (or waiting for) a CPU at
+# least this share of the interval, or no thread of its process waited then while the process
+# used at least MIN_PROCESS_CPU_SHARE of a CPU (a Go server's poller finds the events; another
+# thread runs them). docs/capture.md, "Attribution on a shared host", has the measurements.
 MIN_CPU_SHARE = 0.5
-# The second case needs the process on the CPU in that interval (threads.csv schedstat): a
-# light Go server (0.1 % of a CPU) whose few sampled waits ended in other intervals is not
-# saturated. A lower bar than a thread's own: the saturated GOMAXPROCS=1 httpserver of the
-# epoll lab read 0.83-1.01 of a CPU per interval alone, and dipped to 0.31 with a CPU-bound
-# process beside it (2026-11-26), which cut its run of busy intervals short and lost its
-# finding in a CI run on a slow day.
 MIN_PROCESS_CPU_SHARE = 0.2
+# A loop that never waits, over its busy window with the scheduler's clocks (threads.csv): on a
+# CPU at least this share of it, it is saturated by its own work; else when waiting for a CPU
+# (runnable) takes at least STARVED_RUNQ_OF_REST of the time it was neither on a CPU nor blocked
+# in epoll, and at least MIN_STARVED_RUNQ of the window, it is starved of CPU (the machine's CPU,
+# not its own work); on and waiting for a CPU together under MIN_CPU_SHARE, it sleeps elsewhere
+# (not a saturated loop); anything else is unknown, with its numbers. docs/data-contract.md
+# states these.
+MIN_SATURATED_CPU = 0.9
+STARVED_RUNQ_OF_REST = 0.5
+MIN_STARVED_RUNQ = 0.1
 
 
 @dataclass
@@ -251,7 +247,7 @@ def _pct(x: float, digits: int) -> float | None:
 def _probe_evidence(run: RunView, loops: _Loops, th: Any) -> dict[str, Any]:
     """How the thread used epoll, and how much of its busy intervals it spent blocked (its own time,
     never summed over threads) or on the CPU."""
-    return {
+    ev = {
         "intervals_with_events": int(th.intervals_with_events),
         "intervals_never_waiting": int(th.intervals_never_waiting),
         **loop_numbers_of(
@@ -268,6 +264,27 @@ def _probe_evidence(run: RunView, loops: _Loops, th: Any) -> dict[str, Any]:
         "estimated_from_sample": int(run.metadata.get("data_contract", 2)) >= 3,
         # Consecutive intervals: a loop that is busy for a moment (a burst of connects) is not saturated.
         "longest_never_waiting_run": int(th.longest_never_waiting_run),
+        **_window_evidence(run, th),
+    }
+    if "window_cpu_pct" in ev:  # the thread's CPU over its own busy window, not over the capture
+        ev.update(cpu_share_busy_pct=ev["window_cpu_pct"], runq_share_pct=ev["window_runq_pct"])
+        ev["cpu_share_from"] = "schedstat over its busy window"
+    return ev
+
+
+def _window_evidence(run: RunView, th: Any) -> dict[str, Any]:
+    """The busy window's figures (the scheduler's clocks between two samples in it), when known."""
+    cpu = getattr(th, "cpu_window", float("nan"))
+    if pd.isna(cpu) or pd.isna(getattr(th, "blocked", float("nan"))):
+        return {}
+    return {
+        "window_blocked_pct": _pct(th.blocked, 2),
+        "window_cpu_pct": _pct(cpu, 1),
+        "window_runq_pct": _pct(th.runq_window, 1),
+        "window_from_rel_s": round(float(th.cpu_from_s) - run.start, 1),
+        "window_to_rel_s": round(float(th.cpu_to_s) - run.start, 1),
+        "window_from_s": float(th.cpu_from_s),
+        "window_to_s": float(th.cpu_to_s),
     }
 
 
@@ -321,39 +338,96 @@ def _verification(run: RunView) -> Link:
 # -- one thread, the run ---------------------------------------------------------------------------
 
 
+def _window_verdict(th: Any) -> str | None:
+    """The one rule for a loop over its busy window, from the scheduler's clocks: `waits` (blocked
+    in epoll at least MAX_WAIT_SHARE of it), else `saturated`, `cpu_starved`, `off_cpu` or
+    `unknown` (the thresholds above); None without the window's figures (no threads.csv sample of
+    the thread, a window under MIN_WINDOW_S, a run before contract 6)."""
+    blocked, cpu, runq = (getattr(th, c, float("nan")) for c in ("blocked", "cpu_window", "runq_window"))
+    if pd.isna(blocked) or pd.isna(cpu) or pd.isna(runq):
+        return None
+    if blocked >= MAX_WAIT_SHARE:
+        return "waits"
+    if cpu >= MIN_SATURATED_CPU:
+        return "saturated"
+    rest = max(1.0 - cpu - blocked, 0.0)
+    if runq >= max(STARVED_RUNQ_OF_REST * rest, MIN_STARVED_RUNQ):
+        return "cpu_starved"
+    return "off_cpu" if cpu + runq < MIN_CPU_SHARE else "unknown"
+
+
 def _evaluate_thread(run: RunView, loops: _Loops, th: Any) -> Finding | None:
-    """A server's loop: saturated when it never waited for MIN_BUSY_INTERVALS intervals in a row."""
+    """A server's loop, by its busy window when the scheduler's clocks cover it (saturated or
+    starved of CPU: a finding; unknown: not checked, with why), else (and for a loop that waits or
+    sleeps elsewhere by the window) saturated when it never waited for MIN_BUSY_INTERVALS
+    intervals in a row."""
     pid, tid = (int(x) for x in th.Index)
     subject, held = _subject(loops, pid, tid, th)
     # Servers only: a client's loop (a load generator ramping up) is busy by design.
     if not subject["listen_ports"]:
         return None
     probe_ev = _probe_evidence(run, loops, th)
+    verdict = _window_verdict(th)
+    if verdict is not None:
+        probe_ev["window_verdict"] = verdict
+    if verdict in ("saturated", "cpu_starved"):
+        t0, t1 = float(th.start_s), float(th.end_s)
+        return _finding(run, loops, th, subject, held, probe_ev, verdict, (t0, t1))
+    if verdict == "unknown":
+        probe_ev.update(_other_threads(loops, pid, tid))
+        chain = [Link("probe", "unknown", probe_ev)]
+        return Finding(KIND, "not_checked", subject, cause_class="loop_unknown", chain=chain)
     if probe_ev["longest_never_waiting_run"] < MIN_BUSY_INTERVALS:
-        return (
-            Finding(KIND, "absent", subject, chain=[Link("probe", "waits", probe_ev)])
-            if th.intervals_with_events
-            else None
-        )
-    probe_ev.update(_other_threads(loops, pid, tid))
+        if not th.intervals_with_events:
+            return None
+        key = "off_cpu" if verdict == "off_cpu" else "waits" if _waits(probe_ev) else "busy_briefly"
+        return Finding(KIND, "absent", subject, chain=[Link("probe", key, probe_ev)])
+    if verdict == "off_cpu":  # a poller for its process's loop (Go): the process's CPU over the window
+        share = process_window_share(run.table("threads"), pid, float(th.start_s), float(th.end_s))
+        probe_ev["process_cpu_window_pct"] = _pct(share, 1) if share is not None else None
     pt = loops.pt
     mine = ((pt["pid"] == pid) & (pt["tid"] == tid)).to_numpy(dtype=bool) & loops.busy.reindex(pt.index).to_numpy(
         dtype=bool
     )
     t = pt.loc[mine, "time_s"].astype(float)
+    return _finding(
+        run, loops, th, subject, held, probe_ev, "saturated", (float(t.min()) - loops.interval, float(t.max()))
+    )
+
+
+def _waits(probe_ev: dict[str, Any]) -> bool:
+    """The loop blocked in epoll a fair share of its busy intervals (their median), as a healthy one does."""
+    median = probe_ev.get("wait_share_median_pct")
+    return median is not None and median >= 100 * MAX_WAIT_SHARE
+
+
+def _finding(
+    run: RunView,
+    loops: _Loops,
+    th: Any,
+    subject: dict[str, Any],
+    held: pd.DataFrame,
+    probe_ev: dict[str, Any],
+    verdict: str,
+    span: tuple[float, float],
+) -> Finding:
+    """A loop that never waits: saturated by its own work, or starved of CPU; the whole chain."""
+    pid, tid = int(subject["pid"]), int(subject["tid"])
+    probe_ev.update(_other_threads(loops, pid, tid))
+    cause = "loop_saturated" if verdict == "saturated" else "cpu_starved"
     wrk = _wrk_latency(run)
     return Finding(
         KIND,
         "confirmed",
         subject,
-        window=_window(run, float(t.min()) - loops.interval, float(t.max())),
-        cause_class="loop_saturated",
+        window=_window(run, *span),
+        cause_class=cause,
         chain=[
             Link("symptom", "client" if wrk else "not_captured", wrk),
             Link("counter", "no_kernel_counter", _counter_evidence(run, subject, held)),
             Link("probe", "never_waits", probe_ev),
-            Link("cause", "loop_saturated", _cause_evidence(run, subject)),
-            Link("fix", "loop_saturated", {"server": server_of(run, None, pid)}),
+            Link("cause", cause, _cause_evidence(run, subject)),
+            Link("fix", cause, {"server": server_of(run, None, pid)}),
             _verification(run),
         ],
     )
@@ -381,11 +455,43 @@ def _evaluate(run: RunView) -> list[Finding]:
     per_sample = process_cpu_per_sample(threads)
     ls = run.table("listeners")
     holders = set(threads["pid"].dropna().astype(int))
+    unchecked = _not_sampled(run, pt, _servers(pt, ls, holders), interval)
     pt = _servers(pt, ls, holders)
-    loops = _Loops(pt, ls, interval, per_thread_data, *_thread_table(pt, interval, sched, per_sample))
+    table, busy = _thread_table(pt, interval, sched, per_sample)
+    windows = busy_windows(pt, interval, MIN_EVENTS)
+    table = table.join(windows).join(window_shares(threads, windows))
+    loops = _Loops(pt, ls, interval, per_thread_data, table, busy)
     loops.holders = holders
     found = (_evaluate_thread(run, loops, th) for th in loops.threads.itertuples())
-    return _one_per_process([f for f in found if f is not None])
+    return _one_per_process([f for f in found if f is not None]) + unchecked
+
+
+def _not_sampled(run: RunView, pt: pd.DataFrame, served: pd.DataFrame, interval: float) -> list[Finding]:
+    """Threads that never waited in epoll for MIN_BUSY_INTERVALS busy intervals in a row, of a
+    process this capture knows no listener of (none in a namespace it sampled): whether they serve
+    clients there or are clients themselves was not checked. Listed as not checked, with the capture
+    that would judge them; never a finding."""
+    rest = pt[~pt.index.isin(served.index)].sort_values(["pid", "tid", "time_s"], kind="stable")
+    if rest.empty:
+        return []
+    busy = (
+        (rest["events_sum"] >= MIN_EVENTS)
+        & (wait_share(rest, interval) < MAX_WAIT_SHARE)
+        & (rest["ret_zero"] <= MAX_EMPTY_SHARE * rest["calls"])
+    )
+    runs = busy.groupby([rest["pid"], rest["tid"], (~busy).cumsum()]).sum().groupby(level=[0, 1]).max()
+    out = []
+    for (pid, tid), n in runs[runs >= MIN_BUSY_INTERVALS].items():
+        rows = rest[(rest["pid"] == pid) & (rest["tid"] == tid)]
+        subject = {"pid": int(pid), "tid": int(tid), "comm": str(rows["comm"].iloc[0]),
+                   "process": str(rows["process_comm"].iloc[0]), "listen_ports": []}  # fmt: skip
+        ev = {
+            "longest_never_waiting_run": int(n),
+            "intervals_with_events": int((rows["events_sum"] >= MIN_EVENTS).sum()),
+            "command": f"make capture NETNS=pid:{int(pid)} PROBES=epoll DURATION=60",
+        }
+        out.append(Finding(KIND, "not_checked", subject, chain=[Link("probe", "not_sampled", ev)]))
+    return out
 
 
 def _one_per_process(found: list[Finding]) -> list[Finding]:

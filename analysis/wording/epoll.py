@@ -21,7 +21,13 @@ KIND = "event_loop_saturation"
 TITLE = "Event loop saturated"
 CAUSES = {
     "loop_saturated": "the loop always finds work ready",
+    "cpu_starved": "starved of CPU: its ready work waits for a CPU, not for the loop (the machine's CPU)",
+    "loop_unknown": "unknown: it neither waits in epoll nor is it on a CPU or waiting for one most of the time",
 }
+WINDOW = Opt(
+    " Over its busy window ({window_from_rel_s} s to {window_to_rel_s} s, the scheduler's clocks) it was blocked "
+    "in epoll {window_blocked_pct} %, on a CPU {window_cpu_pct} % and waiting for one {window_runq_pct} %."
+)
 
 TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ("symptom", "client"): (
@@ -48,16 +54,60 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(", {events_per_call} events per call"),
         Opt(", {full_batches} full batches"),
         ".",
+        Opt(
+            " Its busy window ran from {window_from_rel_s} s to {window_to_rel_s} s; it was blocked in epoll "
+            "{window_blocked_pct} % of it."
+        ),
+        Opt(
+            " This thread polls for its process's loop (a runtime such as Go's runs the loop's work on other "
+            "threads, and no thread of the process waited then): the process was on a CPU "
+            "{process_cpu_window_pct} % of that window, all its threads together."
+        ),
         Opt("{sample_text}"),
         Opt("{others_text}"),
     ),
     ("probe", "waits"): (
         "Probe: the loop waits",
-        Opt(
-            " (median {wait_share_median_pct} % of each busy interval blocked in epoll)",
-            " (it had no busy interval)",
-        ),
+        Opt(" (median {wait_share_median_pct} % of each busy interval blocked in epoll)"),
         ".",
+        WINDOW,
+    ),
+    ("probe", "busy_briefly"): (
+        "Probe: it went without waiting in epoll for at most {longest_never_waiting_run} interval(s) in a row, "
+        "fewer than 3: busy for moments, not saturated",
+        Opt(" (median {wait_share_median_pct} % of each busy interval blocked)"),
+        ".",
+        WINDOW,
+    ),
+    ("probe", "off_cpu"): (
+        "Probe: it seldom blocked in epoll, but it was not busy either: over its busy window ({window_from_rel_s} s to "
+        "{window_to_rel_s} s) on a CPU {window_cpu_pct} % and waiting for one {window_runq_pct} %, blocked in epoll "
+        "{window_blocked_pct} %. It sleeps elsewhere (a lock, a timer, another call): not a loop saturated by its "
+        "work.",
+    ),
+    ("probe", "unknown"): (
+        "Probe: over its busy window ({window_from_rel_s} s to {window_to_rel_s} s) it was blocked in epoll "
+        "{window_blocked_pct} %, on a CPU {window_cpu_pct} % and waiting for one {window_runq_pct} % (the scheduler's "
+        "clocks): neither saturated (on a CPU 90 % or more) nor starved of CPU (waiting for one most of the rest); "
+        "where the rest went (sleeping outside epoll: a lock, a disk, another call) needs an off-CPU profile of "
+        "that thread.",
+        Opt("{others_text}"),
+    ),
+    ("probe", "not_sampled"): (
+        "Probe: it went {longest_never_waiting_run} intervals in a row without waiting in epoll, finding events "
+        "each time; its process holds no listener in a namespace this capture sampled, so whether it serves "
+        "clients (a listener elsewhere) or is a client itself was not checked. Run `{command}`.",
+    ),
+    ("cause", "cpu_starved"): (
+        "Cause: the machine's CPU, not the loop's own work: it found work at every call, and spent more of the "
+        "rest of its time runnable, waiting for a CPU, than blocked or asleep",
+        Opt(" (GOMAXPROCS={gomaxprocs}, {work_per_request} of CPU per request)"),
+        ".",
+    ),
+    ("fix", "cpu_starved"): (
+        "Fix: give the loop a CPU: what else runs on its CPUs (the run queue: top, pidstat, perf sched), a CPU "
+        "quota on its cgroup (cpu.max, throttled time), its CPU affinity. More loop threads do not help while the "
+        "CPUs are taken.",
     ),
     ("cause", "loop_saturated"): (
         "Cause: more ready work than the loop's threads can run",
@@ -98,11 +148,11 @@ def _probe(link: Link, ev: dict[str, Any]) -> None:
     n, sat = ev.get("other_threads_with_events"), ev.get("other_threads_saturated")
     if not is_missing(n) and n > 0:
         med = ev.get("other_threads_blocked_median_pct")
-        waiting = n - (sat or 0)
-        ev["others_text"] = (
-            f" Its process has {number(n)} other thread(s) with epoll events; {number(waiting)} of them wait"
-            + (f" (median {number(med)} % of each interval blocked)" if not is_missing(med) else "")
-            + " and are not at fault."
+        blocked = f" (blocked a median {number(med)} % of each interval)" if not is_missing(med) else ""
+        ev["others_text"] = f" Its process has {number(n)} other thread(s) with epoll events" + (
+            f"{blocked}; none is at fault on its own."
+            if not sat
+            else f"{blocked}; {number(sat)} of them also went 3 intervals in a row without waiting."
         )
     also = sorted(ev.get("folded_tids") or [])
     if also:

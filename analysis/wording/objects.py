@@ -65,7 +65,7 @@ def _member(s: Mapping[str, Any]) -> str:
 
 
 def _process(s: Mapping[str, Any]) -> str:
-    """ (comm pid N), or (comm pids N, M) for a socket several processes own; "" when unknown."""
+    """(comm pid N), or (comm pids N, M) for a socket several processes own; "" when unknown."""
     owners = [o for o in s.get("owners") or [] if not is_missing(o.get("pid"))]
     if len(owners) > 1:
         comms = sorted({str(o["comm"]) for o in owners if o.get("comm")})

@@ -182,7 +182,7 @@ start_iperf3_server() {
 }
 
 start_loopserver() {
-	local pid t comm i works=()
+	local pid i works=()
 	# Each loop's CPU per request, through the environment as start_aq's flags.
 	for ((i = 0; i < LOOPS; i++)); do
 		if ((i == HOT_LOOP)); then works+=("$HOT_WORK"); else works+=("$LOOP_WORK"); fi
@@ -198,31 +198,8 @@ start_loopserver() {
 	LOOP_PID=$pid
 	[[ $(cat "/proc/$pid/comm" 2>/dev/null) == loopserver ]] || LOOP_PID=$(pgrep -P "$pid" -x loopserver | head -1)
 	[[ -n $LOOP_PID ]] || die "cannot find the loopserver process"
-	for t in /proc/"$LOOP_PID"/task/*; do
-		comm=$(cat "$t/comm" 2>/dev/null) || continue
-		[[ $comm != loop[0-9]* ]] || LOOP_TIDS+=("${t##*/}")
-	done
+	mapfile -t LOOP_TIDS < <(loop_threads "$LOOP_PID")
 	((${#LOOP_TIDS[@]} == LOOPS)) || die "found ${#LOOP_TIDS[@]} loop threads in loopserver (pid $LOOP_PID), not $LOOPS"
-}
-
-# The loop threads' CPU time, as the kernel accounts it: every 0.5 s one row
-# per thread (utime and stime in clock ticks, fields 14 and 15 of its stat).
-sample_tasks() {
-	local out=$1 t stat now
-	echo "time_s,tid,comm,utime_ticks,stime_ticks" >"$out"
-	while [[ ! -e $work/samplers.stop ]]; do
-		now=${EPOCHREALTIME/,/.}
-		for t in "${LOOP_TIDS[@]}"; do
-			stat=$(cat "/proc/$LOOP_PID/task/$t/stat" 2>/dev/null) || continue
-			local comm=${stat#*(}
-			comm=${comm%)*}
-			stat=${stat##*) }
-			# shellcheck disable=SC2086
-			set -- $stat
-			echo "$now,$t,$comm,${12},${13}" >>"$out"
-		done
-		sleep 0.5
-	done
 }
 
 # ss -ti of the two iperf3 data flows (client side) every 0.2 s: the kernel's
@@ -290,7 +267,7 @@ lab_run() {
 	# One probe interval with every server idle, as a baseline.
 	nap 1
 
-	sample_tasks "$run/lab/task-stat.csv" &
+	sample_thread_stat "$run/lab/task-stat.csv" "$work/samplers.stop" "$LOOP_PID" "${LOOP_TIDS[@]}" &
 	tasks_pid=$!
 	cleanup_push "kill_tree $tasks_pid KILL"
 	sample_flows "$run/lab/ss-flows.txt" &

@@ -13,14 +13,18 @@
 #   sweep  constant wrk load (8 connections) while connhold keeps 10, 1000,
 #          5000, 10000 idle connections registered: does epoll_wait cost follow
 #          the registered fds (the seed's "linear scan") or the ready events?
+#   hot-thread  loopserver: four epoll loop threads in one process, each its own
+#          port; loop1 gets wrk -c8 with 5 ms of CPU per request (up to 8 events
+#          a wakeup, each milliseconds of work: it never waits), loop0 a light
+#          paced load (it waits), the other two nothing. Only loop1 is at fault.
 
-LAB_VARIANTS=(busy idle sweep nginx)
+LAB_VARIANTS=(busy idle sweep nginx hot-thread)
 # Probes this lab loads (collector/capture records all four by default). Fewer
 # probes, fewer recursion misses: the kernel skips a tracepoint program while
 # another BPF program runs on the same CPU, and the epoll probe runs on every
 # epoll call. CAPTURE_PROBES overrides.
 LAB_PROBES=epoll,accept_queue
-LAB_BINARIES=(httpserver connhold)
+LAB_BINARIES=(httpserver connhold loopserver)
 LAB_PORT=8080
 
 lab_describe() {
@@ -30,6 +34,8 @@ epoll variants (environment overrides in brackets):
   idle   no load for 6s
   sweep  wrk -c8 for 3s [LOAD_SECONDS] per phase, idle connections: 10 1000 5000 10000 [IDLE_LIST]
   nginx  nginx, worker_processes 1, wrk -c64 [CONNS] for 6s
+  hot-thread  loopserver, 4 loops; loop1 [HOT_LOOP] 5ms of CPU per request [WORK] under
+         wrk -c8 [CONNS] for 8s [LOAD_SECONDS]; loop0 wrk -c2 with 20 ms think time
 TEXT
 }
 
@@ -41,13 +47,16 @@ lab_params() {
 	idle) LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
 	sweep) LOAD_SECONDS=${LOAD_SECONDS:-3} IDLE_LIST=${IDLE_LIST:-10 1000 5000 10000} ;;
 	nginx) CONNS=${want_conns:-64} LOAD_SECONDS=${LOAD_SECONDS:-6} ;;
+	hot-thread) WORK=${want_work:-5ms} CONNS=${want_conns:-8} LOAD_SECONDS=${LOAD_SECONDS:-8} HOT_LOOP=${HOT_LOOP:-1} ;;
 	esac
 	SERVER_COMM=httpserver
 	[[ $1 == nginx ]] && SERVER_COMM=nginx
+	[[ $1 == hot-thread ]] && SERVER_COMM=loopserver
 	LAB_SUMMARY="Go net/http${GOMAXPROCS_SRV:+ (GOMAXPROCS=$GOMAXPROCS_SRV)}, work $WORK/request, "
 	[[ $1 == nginx ]] && LAB_SUMMARY="nginx, 1 worker, "
 	case $1 in
 	idle) LAB_SUMMARY+="no load for ${LOAD_SECONDS}s" ;;
+	hot-thread) LAB_SUMMARY="loopserver, 4 loops, loop$HOT_LOOP $WORK/request under wrk -c$CONNS for ${LOAD_SECONDS}s, loop0 paced" ;;
 	busy | nginx) LAB_SUMMARY+="wrk -c$CONNS for ${LOAD_SECONDS}s" ;;
 	sweep) LAB_SUMMARY+="wrk -c$CONNS for ${LOAD_SECONDS}s per phase with idle connections: $IDLE_LIST" ;;
 	esac
@@ -98,8 +107,8 @@ CONF
 PHASES=()
 
 run_wrk() {
-	local out=$1
-	ip netns exec "$CLI_NS" wrk -t1 -c"$CONNS" -d"${LOAD_SECONDS}s" "http://$SRV_IP:$LAB_PORT/" >"$out" 2>&1 ||
+	local out=$1 port=${2:-$LAB_PORT}
+	ip netns exec "$CLI_NS" wrk -t1 -c"$CONNS" -d"${LOAD_SECONDS}s" "http://$SRV_IP:$port/" >"$out" 2>&1 ||
 		{ cat "$out" >&2; die "wrk failed"; }
 	awk '/Requests\/sec/ {print $2}' "$out"
 }
@@ -124,8 +133,45 @@ run_sweep_phases() {
 	done
 }
 
+# The hot-thread variant: loopserver's loops, one saturated; the loops' CPU time as the kernel
+# accounts it beside the capture (lab/task-stat.csv), the ground truth for the report's share.
+LOOP_PID="" LOOP_TIDS=()
+run_hot_thread() {
+	local run=$1 work=$2 pid light i t0 rps works=()
+	for ((i = 0; i < 4; i++)); do if ((i == HOT_LOOP)); then works+=("$WORK"); else works+=(0s); fi; done
+	ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/loopserver" -listen "$SRV_IP:$LAB_PORT" -loops 4 \
+		-work "$(IFS=,; echo "${works[*]}")" -duration 360s -ready-file "$work/server.ready" -stats "$work/server.json" \
+		2>"$work/server.err" &
+	pid=$!
+	cleanup_push "stop_process $pid TERM 5"
+	for i in $(seq 100); do [[ -e $work/server.ready ]] && break; nap 0.05; done
+	[[ -e $work/server.ready ]] || { cat "$work/server.err" >&2; die "loopserver did not become ready"; }
+	LOOP_PID=$pid SERVER_PID=$pid
+	mapfile -t LOOP_TIDS < <(loop_threads "$LOOP_PID")
+	((${#LOOP_TIDS[@]} == 4)) || die "found ${#LOOP_TIDS[@]} loop threads in loopserver (pid $LOOP_PID), not 4"
+	mkdir -p "$run/lab"
+	sample_thread_stat "$run/lab/task-stat.csv" "$work/samplers.stop" "$LOOP_PID" "${LOOP_TIDS[@]}" &
+	cleanup_push "kill_tree $! KILL"
+	printf 'function delay()\n\treturn 20\nend\n' >"$work/pace.lua"
+	nap 1
+	ip netns exec "$CLI_NS" wrk -t1 -c2 -d"${LOAD_SECONDS}s" -s "$work/pace.lua" "http://$SRV_IP:$LAB_PORT/" \
+		>"$work/wrk-light.txt" 2>&1 &
+	light=$!
+	t0=${EPOCHREALTIME/,/.}
+	rps=$(run_wrk "$work/wrk.txt" "$((LAB_PORT + HOT_LOOP))")
+	PHASES+=("0 $t0 ${EPOCHREALTIME/,/.} $rps")
+	wait "$light" || true
+	nap "$((interval + 1))"
+	touch "$work/samplers.stop"
+	stop_process "$pid" TERM 5
+}
+
 lab_run() {
 	local run=$1 work=$2 pid i t0 rps
+	if [[ $variant == hot-thread ]]; then
+		run_hot_thread "$run" "$work"
+		return 0
+	fi
 	if [[ $variant == nginx ]]; then
 		start_nginx "$work"
 		nap 1
@@ -170,6 +216,10 @@ lab_json() {
 	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d, "pid": %s, "comm": %s, "gomaxprocs": %s, "work": %s, "stats": %s},\n' \
 		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" "$LAB_PORT" "${SERVER_PID:-null}" \
 		"$(json_str "$SERVER_COMM")" "${GOMAXPROCS_SRV:-null}" "$(json_str "$WORK")" "$stats"
+	if [[ $variant == hot-thread ]]; then
+		printf ' "loops": {"pid": %s, "tids": [%s], "hot": %s, "stat_file": "lab/task-stat.csv"},\n' \
+			"$LOOP_PID" "$(IFS=,; echo "${LOOP_TIDS[*]}")" "$HOT_LOOP"
+	fi
 	printf ' "client": {"netns": %s, "netns_inode": %s, "wrk_connections": %s},\n' \
 		"$(json_str "$CLI_NS")" "$(netns_inode "$CLI_NS")" "$CONNS"
 	printf ' "phases": ['

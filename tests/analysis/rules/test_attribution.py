@@ -237,7 +237,11 @@ def test_a_process_named_like_a_holder_does_not_take_its_listeners() -> None:
                _schedstat(5091, t0, {5091: 0.01}, 20)]  # fmt: skip
     run._cache["threads"] = pd.concat(holders, ignore_index=True)
     results = epoll.evaluate(run)
-    assert not [x for x in results if x.subject.get("pid") == 99_999]
+    # It never waited, and holds no listener the capture saw: not checked (with the capture that
+    # would judge it), never a finding with another process's ports.
+    (impostor,) = [x for x in results if x.subject.get("pid") == 99_999]
+    assert impostor.status == "not_checked" and impostor.subject["listen_ports"] == []
+    assert "NETNS=pid:99999" in impostor.link("probe").evidence["command"]
     assert {f.subject["comm"] for f in results if f.is_finding} == {"loop-0"}
     # A run whose sampler did not say who holds listeners (contract < 6): the name decides.
     run = _impostor(Run.open(fixture_run("host-loop")))
