@@ -50,13 +50,15 @@ class ListenerScan:
         seen: set[Key] = set()
         self.owners, self.holders = set(), {}
         for row in self.rows(ns, inos):
-            key = (row["netns"], row["laddr"], row["lport"])
+            # One object per socket: each member of a SO_REUSEPORT group has its own queue and drops.
+            key = (row["netns"], row["laddr"], row["lport"], row.get("sock_ino") or "0")
             if key in seen or not row["recv_q"].isdigit() or not row["send_q"].isdigit():
-                continue  # one socket per key (SO_REUSEPORT groups are summed by the probe, not here)
+                continue
             seen.add(key)
-            if row["pid"].isdigit():
-                self.owners.add(int(row["pid"]))
-                self.holders[key] = int(row["pid"])
+            owner = _owner(row)
+            if owner is not None:
+                self.owners.add(owner)
+                self.holders[key] = owner
             dropped = self._dropped(key, row["drops"])
             depth = int(row["recv_q"])
             gauges = {"listener_queue_depth": depth, "listener_queue_limit": int(row["send_q"]), "_fresh": 1}
@@ -92,3 +94,12 @@ class ListenerScan:
         if last is None:
             return now_value if self.scans else 0
         return now_value - last if now_value >= last else now_value
+
+
+def _owner(row: dict[str, str]) -> int | None:
+    """The process a socket's row names as its owner: the one holding it, or of several holders the
+    first whose epoll set watches it (nginx's worker of a reuseport member, not its master)."""
+    watchers = (row.get("watchers") or "").split()
+    if watchers and watchers[0].isdigit():
+        return int(watchers[0])
+    return int(row["pid"]) if row["pid"].isdigit() else None

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 PREFIX = "tq_"
 # Families of objects and the labels that name one object.
 OBJECT_LABELS = {
-    "listener": ("netns", "laddr", "lport"),
+    # member: the listening socket's inode (a SO_REUSEPORT group's members are sockets of their own)
+    "listener": ("netns", "laddr", "lport", "member"),
     "endpoint": ("netns", "raddr", "port", "side"),
     "destination": ("netns", "raddr", "rport"),
     "loop": ("pid", "tid", "comm"),
@@ -198,8 +199,9 @@ METRICS: dict[str, Metric] = {
         _m(
             "listener_owner_info",
             "gauge",
-            ("netns", "laddr", "lport", "pid"),
-            "The process holding a listener (ss -p): joins a listener's series to tq_owner_info.",
+            ("netns", "laddr", "lport", "member", "pid"),
+            "The process owning a listening socket (ss -p; of several holders, the one whose epoll set watches "
+            "it): joins a listener's series to tq_owner_info.",
             "owners",
         ),
         _m(

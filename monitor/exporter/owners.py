@@ -70,8 +70,9 @@ class OwnerScan:
             lab = self.labels(pid, now)
             if lab is not None:
                 put("owner_info", {"pid": str(pid), **lab}, 1)
-        for (netns, laddr, lport), pid in sorted(holders.items()):
-            put("listener_owner_info", {"netns": netns, "laddr": laddr, "lport": lport, "pid": str(pid)}, 1)
+        for (netns, laddr, lport, member), pid in sorted(holders.items()):
+            labels = {"netns": netns, "laddr": laddr, "lport": lport, "member": member, "pid": str(pid)}
+            put("listener_owner_info", labels, 1)
 
 
 def _comm(pid: int) -> str:

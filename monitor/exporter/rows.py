@@ -17,7 +17,7 @@ from .stream import Row
 def listener(t: Tables, r: Row, now: float, interval: int) -> None:
     ns = int(r["netns"])
     t.ns_seen[ns] = now
-    key = (str(ns), r["laddr"], r["lport"])
+    key = (str(ns), r["laddr"], r["lport"], r.get("sock_ino") or "0")
     o = t.fams["listener"].objs.get(key)
     depth_max = int(r["depth_max"])
     if o is not None and o.gauges.get("_fresh"):  # two intervals before one write

@@ -140,8 +140,10 @@ def test_textfiles_from_real_probe_output_pass_promtool_and_stay_bounded(tmp_pat
     samples = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert all(len(line.rsplit(" ", 2)) == 2 or line.count("} ") == 1 for line in samples)
     # The small Python listener that overflowed is there with its own numbers.
-    assert re.search(r'tq_listener_queue_limit\{netns="\d+",laddr="127.0.0.1",lport="18090"\} 8\n', text)
-    full = re.search(r'tq_listener_queue_full_total\{netns="\d+",laddr="127.0.0.1",lport="18090"\} (\d+)', text)
+    assert re.search(r'tq_listener_queue_limit\{netns="\d+",laddr="127.0.0.1",lport="18090",member="\d+"\} 8\n', text)
+    full = re.search(
+        r'tq_listener_queue_full_total\{netns="\d+",laddr="127.0.0.1",lport="18090",member="\d+"\} (\d+)', text
+    )
     assert full and int(full.group(1)) > 0
     # Bounded: at most top (2) objects per family, plus the "other" series.
     for fam, labels in exporter.OBJECT_LABELS.items():

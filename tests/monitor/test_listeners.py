@@ -30,6 +30,49 @@ def listeners() -> Iterator[tuple[socket.socket, socket.socket]]:
     idle.close()
 
 
+def _ino(s: socket.socket) -> str:
+    """A socket's inode: the member label of its series."""
+    return str(os.fstat(s.fileno()).st_ino)
+
+
+def test_each_member_of_a_reuseport_group_is_its_own_series() -> None:
+    """Two SO_REUSEPORT sockets on one port: one accepts everything hashed to it, the other never
+    does. The drops land on the stalled member's series alone (the sampler used to keep the
+    first socket of a port and skip the others, stalled or not)."""
+    members: list[socket.socket] = []
+    for backlog in (64, 1):  # room for a round's share on the taker; none on the stalled one
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("127.0.0.1", members[0].getsockname()[1] if members else 0))
+        s.listen(backlog)
+        members.append(s)
+    taker, stalled = members
+    port, inos = taker.getsockname()[1], {"taker": _ino(taker), "stalled": _ino(stalled)}
+    taker.setblocking(False)
+    ns = Namespaces(SAMPLER)
+    ns.scan(time.monotonic())
+    scan, fam = ListenerScan(SAMPLER), Family("listener", top_n=50, ttl=600)
+    scan.scan(fam, ns, [ns.host], 1.0)
+    clients: list[socket.socket] = []
+    try:
+        for _ in range(5):  # new source ports each round: both members get a share
+            clients += _connect_many(port, 12)
+            time.sleep(0.1)
+            while True:
+                try:
+                    taker.accept()[0].close()
+                except BlockingIOError:
+                    break
+        scan.scan(fam, ns, [ns.host], 2.0)
+    finally:
+        for c in clients + members:
+            c.close()
+    mine = {name: fam.objs.get((str(ns.host), "127.0.0.1", str(port), ino)) for name, ino in inos.items()}
+    assert mine["stalled"] is not None and mine["taker"] is not None, list(fam.objs)
+    assert mine["stalled"].counters["listener_drops_total"] > 0
+    assert mine["taker"].counters.get("listener_drops_total", 0) == 0
+
+
 def _connect_many(port: int, n: int) -> list[socket.socket]:
     out = []
     for _ in range(n):
@@ -55,8 +98,8 @@ def test_drops_count_on_the_listener_that_dropped_and_no_other(listeners) -> Non
         for c in clients:
             c.close()
     ns_label = str(ns.host)
-    busy = fam.objs[(ns_label, "127.0.0.1", str(full.getsockname()[1]))]
-    quiet = fam.objs[(ns_label, "127.0.0.1", str(idle.getsockname()[1]))]
+    busy = fam.objs[(ns_label, "127.0.0.1", str(full.getsockname()[1]), _ino(full))]
+    quiet = fam.objs[(ns_label, "127.0.0.1", str(idle.getsockname()[1]), _ino(idle))]
     # backlog 1 queues 2 (the kernel allows limit + 1); the other 4 SYNs were dropped, each
     # at least once (a SYN re-sent within 0.3 s is not expected: the first retry is at 1 s).
     assert busy.counters["listener_drops_total"] >= 4
@@ -90,7 +133,7 @@ def test_owners_are_kept_between_scans_per_namespace_and_go_with_the_scan(listen
     scan, fam = ListenerScan(SAMPLER, cache), Family("listener", top_n=50, ttl=600)
     scan.scan(fam, ns, [ns.host], 1.0)
     assert {f.name for f in cache.iterdir()} == {f"{ns.host}.owners", f"{ns.host}.inodes"}
-    key = (str(ns.host), "127.0.0.1", str(full.getsockname()[1]))
+    key = (str(ns.host), "127.0.0.1", str(full.getsockname()[1]), _ino(full))
     assert scan.holders[key] == os.getpid()
     scan.close()
     assert not cache.exists()

@@ -270,7 +270,8 @@ def test_unattributed_overflows_say_why() -> None:
     run._cache["listeners"] = ls
     (f,) = _findings(run)
     ev = f.link("cause").evidence
-    assert ev["reason"] == "listener_not_tracked" and ev["ss_full_listeners"][0].startswith("127.0.0.1:18090 (python3 pid ")
+    assert ev["reason"] == "listener_not_tracked"
+    assert ev["ss_full_listeners"][0].startswith("127.0.0.1:18090 (python3 pid ")
     assert "127.0.0.1:18090 (python3 pid " in describe(f.kind, f.link("cause"))
     # The healthy nginx listeners the probe did track stay ruled out.
     assert all(x.status == "absent" for x in accept_queue.evaluate(run) if x.subject["lport"])

@@ -5,8 +5,8 @@ accept-queue probe; a healthy neighbour's counter stays flat and it gets nothing
 
 from __future__ import annotations
 
-from analysis.derived.listener_sockets import drop_key, socket_drops
 from analysis.derived.counters import total_delta
+from analysis.derived.listener_sockets import drop_key, socket_drops
 from analysis.load import Run
 from analysis.rules import accept_queue, retransmits
 from analysis.wording import describe, headline
