@@ -205,6 +205,7 @@ def _fix_evidence(cause_ev: dict[str, Any], ports: int | None) -> dict[str, Any]
     return {
         "ranked": ["connection_reuse", "tcp_tw_reuse", "wider_port_range"],
         "tcp_tw_reuse": cause_ev["tcp_tw_reuse"],
+        "tcp_timestamps": cause_ev.get("tcp_timestamps"),
         "ports_in_range": ports,
         "fin_timeout_does_not_help": True,
     }

@@ -97,10 +97,12 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(" {sysctl_text}."),
     ),
     ("fix", "ranked"): (
-        "Fix, best first: (1) reuse connections (keep-alive, a pool); (2) net.ipv4.tcp_tw_reuse=1 lets outgoing "
-        "connections take a TIME_WAIT port after {TW_REUSE_AFTER_S} s (needs tcp_timestamps=1",
-        Opt("; now {tcp_tw_reuse}"),
-        "); (3) widen ip_local_port_range",
+        "Fix, best first: (1) reuse connections (keep-alive, a pool); (2) net.ipv4.tcp_tw_reuse=1",
+        Opt(" (now {tcp_tw_reuse})"),
+        " lets outgoing connections take a TIME_WAIT port after {TW_REUSE_AFTER_S} s; it needs "
+        "tcp_timestamps=1",
+        Opt(" (now {tcp_timestamps})"),
+        "; (3) widen ip_local_port_range",
         Opt(" (now {ports_in_range} ports)"),
         ". tcp_fin_timeout does NOT shorten TIME_WAIT: it is the FIN_WAIT2 timeout; TIME_WAIT is fixed at "
         "{TIME_WAIT_S} s.",
