@@ -136,3 +136,64 @@ def test_ctrl_c_leaves_nothing_behind(kernel, tmp_path: Path) -> None:
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["complete"] is False and meta["stop_reason"] == "interrupted"
     assert (out / "aq_listener.csv").stat().st_size > 0  # what was captured is kept
+
+
+def _socket_rise(run: Run, sock_ino: int) -> int:
+    """A listening socket's own sk_drops over the run, from ss's rows of that socket (listeners.csv)."""
+    rows = run.table("listeners")
+    drops = rows[rows["sock_ino"] == sock_ino].sort_values("time_s")["drops"].astype(int)
+    return int(drops.iloc[-1] - drops.iloc[0])
+
+
+def _group_sockets(run: Run) -> dict[int, int]:
+    """The lab group's sockets (their inodes) and the pid that holds each, from ss (listeners.csv)."""
+    server = run.lab["server"]
+    rows = run.table("listeners")
+    mine = rows[(rows["netns"] == server["netns_inode"]) & (rows["lport"] == server["port"])]
+    return {int(i): int(p) for i, p in mine[["sock_ino", "pid"]].drop_duplicates().itertuples(index=False)}
+
+
+def test_reuseport_stall_names_the_stalled_member_and_no_other(kernel, tmp_path: Path) -> None:
+    """Issue 34: a SO_REUSEPORT group of four aqserver processes, member 1 stops accepting. The
+    kernel keeps hashing its share of new connections to it: its queue alone overflows. The
+    finding names that member's pid (the lab's own record of which process it is), its drops are
+    that socket's own sk_drops, and the group's drops add up to what the namespace counted."""
+    run = Run.open(run_lab("reuseport-stall", tmp_path / "rs"))
+    server = run.lab["server"]
+    members = {m["member"]: m["pid"] for m in server["stats"]["members"]}
+    stalled = members[int(server["stall_members"])]
+    sockets = _group_sockets(run)
+    assert len(sockets) == server["reuseport_members"] == 4 and set(sockets.values()) == set(members.values())
+    verdicts = json.loads((run.path / "verdicts.json").read_text())
+    found = [f for f in verdicts["findings"] if f["kind"] == "accept_queue_overflow"]
+    assert [(f["subject"]["pid"], f["cause_class"]) for f in found] == [(stalled, "stall")], found
+    (f,) = found
+    assert f["subject"]["group"] == {"members": 4, "judged": "per_member"}
+    assert sockets[f["subject"]["sock_ino"]] == stalled
+    # Its drops are its socket's own; the healthy members dropped nothing.
+    counter = next(link for link in f["chain"] if link["link"] == "counter")["evidence"]
+    assert counter["listener_drops"] == _socket_rise(run, f["subject"]["sock_ino"]) > 0
+    others = {i: _socket_rise(run, i) for i in sockets if i != f["subject"]["sock_ino"]}
+    assert others == dict.fromkeys(others, 0)
+    # The group's drops against the namespace's: a dropped SYN counts once on both, a dropped
+    # final ACK twice on the socket (tcp_listendrop, then the discard path).
+    lo = overflows(run)
+    assert lo <= counter["listener_drops"] + sum(others.values()) <= 2 * lo, (counter["listener_drops"], lo)
+    # The healthy members are ruled out, each with its own numbers.
+    probe = next(link for link in f["chain"] if link["link"] == "probe")["evidence"]
+    assert {m["pid"] for m in probe["group_others"]} == set(members.values()) - {stalled}
+    assert all(m["drops"] == 0 and m["accepted"] > 0 for m in probe["group_others"])
+
+
+def test_reuseport_overload_is_one_finding_about_the_group(kernel, tmp_path: Path) -> None:
+    """Every member of the group overflows (arrivals outrun all four): one finding, about the
+    group, naming its four processes, capacity, with the model per member."""
+    run = Run.open(run_lab("reuseport-overload", tmp_path / "ro"))
+    members = {m["pid"] for m in run.lab["server"]["stats"]["members"]}
+    verdicts = json.loads((run.path / "verdicts.json").read_text())
+    (f,) = [f for f in verdicts["findings"] if f["kind"] == "accept_queue_overflow"]
+    assert f["subject"]["group"] == {"members": 4, "judged": "as_one"} and f["subject"]["sock_ino"] is None
+    assert {o["pid"] for o in f["subject"]["owners"]} == members
+    assert f["cause_class"] == "capacity"
+    model = next(link for link in f["chain"] if link["link"] == "cause")["evidence"]["model"]
+    assert model["members"] == 4 and model["capacity_k"] == run.lab["server"]["backlog_requested"] + 2

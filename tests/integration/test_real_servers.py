@@ -139,3 +139,65 @@ def test_memcached_lowers_its_backlog_to_0_at_its_connection_limit(
     assert "from 32 to 0 at" in report and "called listen(fd, 0)" in report, report
     # Recognised from its executable (processes.csv), so the fix names memcached's own knob.
     assert "For memcached: `-c` / `--conn-limit`" in report, report
+
+
+NGINX_REUSEPORT = """worker_processes 4;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+    server {{ listen 127.0.0.1:7402 reuseport backlog=16; location / {{ return 200 "hello\\n"; }} }}
+}}
+"""
+
+
+def _nginx_workers(master: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(master), "-x", "nginx"], capture_output=True, text=True).stdout.split()
+    return sorted(int(p) for p in found)
+
+
+def test_nginx_reuseport_names_the_stopped_worker(
+    kernel, netns: str, capture: Callable[[str, Path, str], subprocess.Popen], tmp_path: Path
+) -> None:
+    """Issue 34: nginx with `listen ... reuseport` and four workers has four sockets on one port,
+    each held by the master and every worker, and watched (epoll) by one worker. One worker
+    stopped (SIGSTOP) under load: only its socket's queue fills and drops. The finding names that
+    worker's pid, from the socket's epoll watcher, and no other process."""
+    conf = tmp_path / "nginx"
+    conf.mkdir()
+    (conf / "nginx.conf").write_text(NGINX_REUSEPORT.format(d=conf))
+    nginx = subprocess.Popen(["ip", "netns", "exec", netns, "nginx", "-p", str(conf), "-c", str(conf / "nginx.conf")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    stopped = 0
+    try:
+        workers = wait_for(
+            "four nginx workers", lambda: _nginx_workers(nginx.pid) if len(_nginx_workers(nginx.pid)) == 4 else None, 30
+        )
+        run = tmp_path / "run"
+        cap = capture(netns, run, "accept_queue")
+        stopped = workers[1]
+        os.kill(stopped, signal.SIGSTOP)
+        load = subprocess.run(["ip", "netns", "exec", netns, str(ROOT / "build" / "bin" / "connload"), "-target",
+                               "127.0.0.1:7402", "-mode", "rate", "-rate", "200", "-duration", "5s",
+                               "-connect-timeout", "2s", "-io-timeout", "2s", "-out", str(tmp_path / "connects.csv")],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert load.returncode == 0, load.stderr[-2000:]
+        _stop(cap)
+    finally:
+        if stopped:
+            os.kill(stopped, signal.SIGCONT)
+        nginx.terminate()
+        nginx.wait(timeout=30)
+    v = json.loads((run / "verdicts.json").read_text())
+    mine = [
+        f for f in v["findings"] if f["kind"] == "accept_queue_overflow" and f["subject"].get("netns_label") == netns
+    ]
+    assert [(f["subject"]["pid"], f["subject"]["source"]) for f in mine] == [(stopped, "epoll set")], mine
+    assert {o["pid"] for o in mine[0]["subject"]["owners"]} == {stopped}
+    assert mine[0]["subject"]["group"]["members"] == 4
+    others = next(link for link in mine[0]["chain"] if link["link"] == "probe")["evidence"]["group_others"]
+    assert {m["pid"] for m in others} == set(workers) - {stopped} and all(m["drops"] == 0 for m in others)
