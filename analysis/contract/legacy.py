@@ -30,8 +30,9 @@ def _aq_listener_from_v1(df: pd.DataFrame) -> pd.DataFrame:
 
 def _aq_from_v_before_sockets(df: pd.DataFrame, name: str) -> pd.DataFrame:
     # No socket inode before contract 10: 0, "not known" (rows of one address and port may be
-    # several sockets of a SO_REUSEPORT group, merged).
-    return _now(df.assign(sock_ino=0), name)
+    # several sockets of a SO_REUSEPORT group, merged); nor a listen()'s SO_REUSEPORT.
+    df = df.assign(sock_ino=0)
+    return _now(df.assign(reuseport=pd.NA) if name == "aq_listen" else df, name)
 
 
 def _ep_loop_from_v1(df: pd.DataFrame) -> pd.DataFrame:
@@ -125,7 +126,7 @@ _LISTENERS_V3 = _without(
 )
 # The accept-queue probe's tables as contracts 2 to 9 wrote them (aq_listener: 3 to 9), with no
 # socket inode: rows of one address and port could be several sockets.
-_AQ_LISTEN_V1 = _without("aq_listen", 1, "One row per listen() call seen while the probe ran.", "sock_ino")
+_AQ_LISTEN_V1 = _without("aq_listen", 1, "One row per listen() call seen while the probe ran.", "sock_ino", "reuseport")
 _AQ_LISTENER_V2 = _without(
     "aq_listener",
     2,

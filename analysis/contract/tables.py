@@ -92,6 +92,14 @@ TABLES: dict[str, Table] = {
                     "sk_max_ack_backlog the kernel set: min(backlog, net.core.somaxconn); -1 if listen() failed",
                 ),
                 Col("ret", INT, "return value of listen() (0 or -errno)"),
+                Col(
+                    "reuseport",
+                    INT,
+                    "1: the socket had SO_REUSEPORT set when listen() was called (it may join a group of sockets "
+                    "on one address and port); 0: not; empty: a run of contract 9 or older",
+                    (pa.Check.isin([0, 1]),),
+                    nullable=True,
+                ),
             ),
         ),
         Table(

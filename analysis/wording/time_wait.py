@@ -99,8 +99,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ("fix", "ranked"): (
         "Fix, best first: (1) reuse connections (keep-alive, a pool); (2) net.ipv4.tcp_tw_reuse=1",
         Opt(" (now {tcp_tw_reuse})"),
-        " lets outgoing connections take a TIME_WAIT port after {TW_REUSE_AFTER_S} s; it needs "
-        "tcp_timestamps=1",
+        " lets outgoing connections take a TIME_WAIT port after {TW_REUSE_AFTER_S} s; it needs tcp_timestamps=1",
         Opt(" (now {tcp_timestamps})"),
         "; (3) widen ip_local_port_range",
         Opt(" (now {ports_in_range} ports)"),
