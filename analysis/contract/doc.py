@@ -7,6 +7,7 @@ from .derived_tables import DERIVED_TABLES
 from .json_docs import JSON_DOCS, JSON_RULES, JsonDoc
 from .legacy import ABSENT_IN_CONTRACT, LEGACY_TABLES
 from .tables import CONTRACT_VERSION, CSV_RULES, GAUGE_COUNTERS, SYSCTL_FORMAT_TEXT, SYSCTL_FORMATS, TABLES
+from .verdict_thresholds import LOOP_THRESHOLDS
 
 
 def schema_doc() -> str:
@@ -15,6 +16,7 @@ def schema_doc() -> str:
     for t in [*TABLES.values(), *DERIVED_TABLES.values()]:
         out += _table_section(t)
     out += _legacy_sections()
+    out += _thresholds_section()
     out += ["# JSON files", "", *JSON_RULES, ""]
     for d in JSON_DOCS.values():
         out += _json_section(d)
@@ -166,3 +168,18 @@ def _json_desc(sub: dict) -> str:
     if "minItems" in sub:
         bounds.append(f"at least {sub['minItems']}")
     return d + (f" ({'; '.join(bounds)})" if bounds else "")
+
+
+def _thresholds_section() -> list[str]:
+    out = [
+        "# Verdict thresholds",
+        "",
+        "An event loop that never waits, judged over its busy window (from the end of its first `ep_loop.csv` "
+        "interval with events to the start of its last) with the scheduler's clocks of `threads.csv` "
+        "(analysis/rules/epoll.py):",
+        "",
+        "| threshold | value | meaning |",
+        "|---|---|---|",
+    ]
+    out += [f"| `{t.name}` | {t.value:g} | {t.meaning} |" for t in LOOP_THRESHOLDS]
+    return [*out, ""]

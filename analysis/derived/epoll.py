@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..contract.verdict_thresholds import LOOP_WINDOW_MIN_S
 from . import RunLike
 
 
@@ -176,7 +177,7 @@ def loop_numbers_of(sums: dict[str, int], intervals: int, interval_s: float) -> 
 # A loop's CPU is judged over its busy window: from the end of its first interval with events to
 # the start of its last (a load that starts or ends mid-interval leaves those two partly idle), and
 # only a window at least this long.
-MIN_WINDOW_S = 2.0
+MIN_WINDOW_S = LOOP_WINDOW_MIN_S.value
 
 
 def busy_windows(pt: pd.DataFrame, interval_s: float, min_events: int) -> pd.DataFrame:

@@ -30,6 +30,9 @@ COLUMNS = [
     "exe",
     "recognised_as",
     "backlog_knob",
+    "reuseport",
+    "sockets",
+    "processes",
 ]
 
 
@@ -86,21 +89,54 @@ def _rows(run: RunLike, rt: dict[str, Any], listeners: pd.DataFrame, listens: pd
     server = server_of_exe(exe)
     knob = server_knob(server, "sizing")
     out = []
-    for _, r in last.sort_values("laddr").iterrows():
+    for laddr, socks in last.sort_values("laddr").groupby("laddr", sort=False):
+        r = socks.iloc[0]
         out.append(
             {
                 **base,
-                "address": str(r["laddr"]),
-                "family": family(str(r["laddr"]), r["dual_stack"]),
+                "address": str(laddr),
+                "family": family(str(laddr), r["dual_stack"]),
                 "listen_backlogs": backlogs,
                 "limit": int(r["send_q"]),
                 "somaxconn": lab.get("somaxconn"),
                 "exe": exe,
                 "recognised_as": server,
                 "backlog_knob": knob,
+                **_socket_model(calls, socks),
             }
         )
     return out
+
+
+def _socket_model(calls: pd.DataFrame, socks: pd.DataFrame) -> dict[str, Any]:
+    """How a server listens on one address: whether its listen() calls set SO_REUSEPORT (the
+    probe's aq_listen), how many sockets ss listed there (a SO_REUSEPORT group: several), and how
+    many processes hold them (ss -p: its workers); None where the run did not record it."""
+    flags = calls["reuseport"].dropna()
+    holders = {p for h in socks["holders"].dropna() for p in str(h).split()}
+    return {
+        "reuseport": bool(flags.astype(int).any()) if len(flags) else None,
+        "sockets": int(socks["sock_ino"].nunique()) if socks["sock_ino"].notna().any() else None,
+        "processes": len(holders) or None,
+    }
+
+
+def worker_stall(row: dict[str, Any]) -> str | None:
+    """How a stall of one worker shows, by how the server listens (row: a table() row)."""
+    sockets, procs = row.get("sockets"), row.get("processes")
+    if sockets is None or pd.isna(sockets) or procs is None or pd.isna(procs):
+        return None
+    if sockets > 1:
+        return (
+            "each worker has its own socket and queue (SO_REUSEPORT group): a stalled worker's queue overflows "
+            "alone, its share of new connections time out, the others are served; the finding names that worker"
+        )
+    if procs > 1:
+        return (
+            "its processes share one socket and queue: the others take a stalled worker's share; the queue "
+            "overflows only when every one of them stalls"
+        )
+    return "one process, one queue: a stalled accept loop stops every new connection"
 
 
 def _exe(run: RunLike, last: pd.DataFrame) -> str | None:

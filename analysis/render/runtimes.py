@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.derived.runtimes import at_limit_table, table
+from analysis.derived.runtimes import at_limit_table, table, worker_stall
 from analysis.load import Run
 from analysis.render import markdown as md
 
@@ -23,6 +23,8 @@ HEADER = [
     "somaxconn",
     "recognised from its executable as",
     "knob for the backlog",
+    "SO_REUSEPORT (sockets, processes)",
+    "when one worker stalls",
 ]
 
 
@@ -53,7 +55,11 @@ def markdown(run: Run, limits: Run | None = None) -> str:
         "**limit in force** is the kernel's `sk_max_ack_backlog` as `ss -ltn` shows it (Send-Q, `listeners.csv`): "
         "min(asked, somaxconn). **Recognised as**: the server the rules name from `/proc/PID/exe` "
         "(analysis/derived/servers.py), whose knob the fix advice then names (analysis/wording/servers.py); "
-        "empty: the generic `listen()` advice.",
+        "empty: the generic `listen()` advice. **SO_REUSEPORT**: whether its `listen()` calls had the option set "
+        "(`aq_listen.csv` reuseport), with the sockets ss listed on that address (several: a SO_REUSEPORT group, "
+        "one queue each) and the processes holding them (ss -p); **when one worker stalls** follows from those "
+        "(tests/integration/test_real_servers.py stops one of nginx's `reuseport` workers and checks that the "
+        "finding names it).",
         "",
         f"Run: `{Path(run.path).name}`, {_date(meta)}, kernel {meta.get('kernel', '?')}.",
         "",
@@ -134,7 +140,7 @@ def _date(meta: dict) -> str:
 
 def _cells(r: dict) -> list[str]:
     if pd.isna(r.get("address")):
-        return [r["server"], _text(r["version"]), f"— ({r['status']})", "", "", "", "", ""]
+        return [r["server"], _text(r["version"]), f"— ({r['status']})", "", "", "", "", "", "", ""]
     return [
         r["server"],
         _text(r["version"]),
@@ -144,7 +150,19 @@ def _cells(r: dict) -> list[str]:
         _text(r["somaxconn"]),
         _text(r["recognised_as"], "—"),
         md.escape(_text(r["backlog_knob"], "— (the generic listen() advice)")),
+        _reuseport(r),
+        _text(worker_stall(r), "not recorded"),
     ]
+
+
+def _reuseport(r: dict) -> str:
+    """'no (1 socket, 1 process)'; 'not recorded' for a run before contract 10."""
+    flag = r.get("reuseport")
+    if flag is None or (isinstance(flag, float) and pd.isna(flag)):
+        return "not recorded"
+    socks, procs = r.get("sockets"), r.get("processes")
+    counts = f" ({_text(socks, '?')} socket{'s' if socks != 1 else ''}, {_text(procs, '?')} process"
+    return ("yes" if flag else "no") + counts + ("es)" if procs != 1 else ")")
 
 
 def _text(v: object, empty: str = "") -> str:

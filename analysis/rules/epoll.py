@@ -21,6 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..contract.verdict_thresholds import (
+    LOOP_MAX_BLOCKED,
+    LOOP_MIN_BUSY,
+    LOOP_MIN_SATURATED_CPU,
+    LOOP_MIN_STARVED_RUNQ,
+    LOOP_STARVED_RUNQ_OF_REST,
+)
 from ..derived.epoll import (
     busy_windows,
     cpu_share_per_thread,
@@ -42,7 +49,7 @@ INPUTS = ("ep_loop", "listeners", "aq_accept", "threads", "processes")
 # Events per interval before a loop counts as busy: only keeps an idle poller out (a CPU-bound
 # server at 40 ms a request serves < 50 events a second and never blocks).
 MIN_EVENTS = 10
-MAX_WAIT_SHARE = 0.05  # of the interval (or busy window) spent blocked in epoll: under it, it never waits
+MAX_WAIT_SHARE = LOOP_MAX_BLOCKED.value  # of the interval (or busy window) blocked in epoll: under it, it never waits
 MIN_BUSY_INTERVALS = 3
 # A saturated loop finds work every time it asks: at most this share of its calls may come back
 # empty (a busy host's Go runtime thread polling ~30 times a second is idle capacity).
@@ -51,18 +58,12 @@ MAX_EMPTY_SHARE = 0.1
 # least this share of the interval, or no thread of its process waited then while the process
 # used at least MIN_PROCESS_CPU_SHARE of a CPU (a Go server's poller finds the events; another
 # thread runs them). docs/capture.md, "Attribution on a shared host", has the measurements.
-MIN_CPU_SHARE = 0.5
+MIN_CPU_SHARE = LOOP_MIN_BUSY.value
 MIN_PROCESS_CPU_SHARE = 0.2
-# A loop that never waits, over its busy window with the scheduler's clocks (threads.csv): on a
-# CPU at least this share of it, it is saturated by its own work; else when waiting for a CPU
-# (runnable) takes at least STARVED_RUNQ_OF_REST of the time it was neither on a CPU nor blocked
-# in epoll, and at least MIN_STARVED_RUNQ of the window, it is starved of CPU (the machine's CPU,
-# not its own work); on and waiting for a CPU together under MIN_CPU_SHARE, it sleeps elsewhere
-# (not a saturated loop); anything else is unknown, with its numbers. docs/data-contract.md
-# states these.
-MIN_SATURATED_CPU = 0.9
-STARVED_RUNQ_OF_REST = 0.5
-MIN_STARVED_RUNQ = 0.1
+# A loop that never waits, over its busy window (docs/data-contract.md, "Verdict thresholds").
+MIN_SATURATED_CPU = LOOP_MIN_SATURATED_CPU.value
+STARVED_RUNQ_OF_REST = LOOP_STARVED_RUNQ_OF_REST.value
+MIN_STARVED_RUNQ = LOOP_MIN_STARVED_RUNQ.value
 
 
 @dataclass
