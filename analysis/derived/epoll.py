@@ -222,10 +222,11 @@ def window_shares(threads: pd.DataFrame, windows: pd.DataFrame, slack_s: float =
 
 
 def process_window_share(
-    threads: pd.DataFrame, pid: int, start_s: float, end_s: float, slack_s: float = 0.5
+    threads: pd.DataFrame, pid: int, start_s: float, end_s: float, slack_s: float = 0.5, column: str = "cpu_ns"
 ) -> float | None:
     """A process's threads together on a CPU over a window (share of one CPU; threads.csv's
-    scheduler clocks between their first and last sample in it); None when not sampled so."""
+    scheduler clocks between their first and last sample in it; column="runq_ns": runnable,
+    waiting for one); None when not sampled so."""
     rows = threads[
         (threads["pid"] == pid) & (threads["time_s"] >= start_s - slack_s) & (threads["time_s"] <= end_s + slack_s)
     ]
@@ -235,5 +236,5 @@ def process_window_share(
     t0, t1 = float(rows["time_s"].iloc[0]), float(rows["time_s"].iloc[-1])
     if t1 - t0 < MIN_WINDOW_S:
         return None
-    g = rows.groupby("tid")["cpu_ns"]
+    g = rows.groupby("tid")[column]
     return float((g.last() - g.first()).sum()) / ((t1 - t0) * 1e9)

@@ -111,13 +111,15 @@ def _rows(run: RunLike, rt: dict[str, Any], listeners: pd.DataFrame, listens: pd
 def _socket_model(calls: pd.DataFrame, socks: pd.DataFrame) -> dict[str, Any]:
     """How a server listens on one address: whether its listen() calls set SO_REUSEPORT (the
     probe's aq_listen), how many sockets ss listed there (a SO_REUSEPORT group: several), and how
-    many processes hold them (ss -p: its workers); None where the run did not record it."""
+    many processes accept from them: of several holders (ss -p), those whose epoll set watches them
+    (nginx's workers, not its master), else the holders; None where the run did not record it."""
     flags = calls["reuseport"].dropna()
     holders = {p for h in socks["holders"].dropna() for p in str(h).split()}
+    watchers = {p for w in socks["watchers"].dropna() for p in str(w).split() if p != "-"}
     return {
         "reuseport": bool(flags.astype(int).any()) if len(flags) else None,
         "sockets": int(socks["sock_ino"].nunique()) if socks["sock_ino"].notna().any() else None,
-        "processes": len(holders) or None,
+        "processes": len(watchers or holders) or None,
     }
 
 

@@ -57,7 +57,8 @@ def markdown(run: Run, limits: Run | None = None) -> str:
         "(analysis/derived/servers.py), whose knob the fix advice then names (analysis/wording/servers.py); "
         "empty: the generic `listen()` advice. **SO_REUSEPORT**: whether its `listen()` calls had the option set "
         "(`aq_listen.csv` reuseport), with the sockets ss listed on that address (several: a SO_REUSEPORT group, "
-        "one queue each) and the processes holding them (ss -p); **when one worker stalls** follows from those "
+        "one queue each) and the processes accepting from them (of several holding them, ss -p, those whose epoll "
+        "set watches them: nginx's workers, not its master); **when one worker stalls** follows from those "
         "(tests/integration/test_real_servers.py stops one of nginx's `reuseport` workers and checks that the "
         "finding names it).",
         "",

@@ -383,17 +383,29 @@ def _evaluate_thread(run: RunView, loops: _Loops, th: Any) -> Finding | None:
             return None
         key = "off_cpu" if verdict == "off_cpu" else "waits" if _waits(probe_ev) else "busy_briefly"
         return Finding(KIND, "absent", subject, chain=[Link("probe", key, probe_ev)])
-    if verdict == "off_cpu":  # a poller for its process's loop (Go): the process's CPU over the window
-        share = process_window_share(run.table("threads"), pid, float(th.start_s), float(th.end_s))
-        probe_ev["process_cpu_window_pct"] = _pct(share, 1) if share is not None else None
+    if verdict == "off_cpu":  # a poller for its process's loop (Go): the process over the window
+        verdict = _process_verdict(run, probe_ev, pid, float(th.start_s), float(th.end_s))
     pt = loops.pt
     mine = ((pt["pid"] == pid) & (pt["tid"] == tid)).to_numpy(dtype=bool) & loops.busy.reindex(pt.index).to_numpy(
         dtype=bool
     )
     t = pt.loc[mine, "time_s"].astype(float)
-    return _finding(
-        run, loops, th, subject, held, probe_ev, "saturated", (float(t.min()) - loops.interval, float(t.max()))
-    )
+    span = (float(t.min()) - loops.interval, float(t.max()))
+    return _finding(run, loops, th, subject, held, probe_ev, verdict if verdict == "cpu_starved" else "saturated", span)
+
+
+def _process_verdict(run: RunView, probe_ev: dict[str, Any], pid: int, t0: float, t1: float) -> str:
+    """A poller's process (its loop runs on other threads) over the poller's busy window: starved
+    of CPU when its threads together waited for a CPU most of the time they were not on one (the
+    rule of _window_verdict, on the process's clocks), else saturated; the figures into probe_ev."""
+    threads = run.table("threads")
+    cpu = process_window_share(threads, pid, t0, t1)
+    runq = process_window_share(threads, pid, t0, t1, column="runq_ns")
+    probe_ev["process_cpu_window_pct"] = _pct(cpu, 1) if cpu is not None else None
+    probe_ev["process_runq_window_pct"] = _pct(runq, 1) if runq is not None else None
+    if cpu is None or runq is None or cpu >= MIN_SATURATED_CPU:
+        return "saturated"
+    return "cpu_starved" if runq >= max(STARVED_RUNQ_OF_REST * max(1.0 - cpu, 0.0), MIN_STARVED_RUNQ) else "saturated"
 
 
 def _waits(probe_ev: dict[str, Any]) -> bool:

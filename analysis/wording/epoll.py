@@ -63,6 +63,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
             "threads, and no thread of the process waited then): the process was on a CPU "
             "{process_cpu_window_pct} % of that window, all its threads together."
         ),
+        Opt(" Its threads waited for a CPU {process_runq_window_pct} % of it."),
         Opt("{sample_text}"),
         Opt("{others_text}"),
     ),

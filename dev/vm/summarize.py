@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from analysis.families import FAMILIES
 
+P2C = Path(__file__).resolve().parents[2] / "collector" / "probe-to-csv"
 # Each family's scenario (its lab and variant) and the finding it must produce.
 EXPECTED = {f.name: (f"{f.lab} {f.lab_variant}", f.finding) for f in FAMILIES.values()}
 
@@ -98,6 +102,9 @@ def family_row(
     verdict, ok = family_verdict(run, kind, labs.get(fam))
     if not ok:
         problems.append(f"{d.name}: {fam}: expected {kind} confirmed, got {verdict}")
+    unknown = unknown_lines(d, fam, ran, ran_file)
+    if unknown not in ("0/0", "0/-", "-/0"):
+        problems.append(f"{d.name}: {fam}: lines the parser does not know (capture/alone): {unknown}")
     pred_ok = predicted is not None and ran_file is not None and Path(ran_file).name == Path(predicted).name
     if not pred_ok:
         problems.append(f"{d.name}: {fam}: doctor predicted {predicted}, capture ran {ran_file}")
@@ -113,17 +120,34 @@ def family_row(
         "verdict": verdict,
         "verdict_ok": ok,
         "lab_seconds": labs.get(fam, {}).get("seconds", "-"),
+        "unknown_lines": unknown,
         "cost_per_event": cost_per_event(d, fam, ran_file),
     }
     return row, problems
 
 
+def unknown_lines(d: Path, fam: str, ran: dict, ran_file: str | None) -> str:
+    """Lines of the probe's output that collector/probe-to-csv did not know: in the scenario's
+    capture (metadata.json) / in its tier file's run alone (tiers/<file>.out, parsed here);
+    "-" where that output is missing."""
+    in_capture = ran.get("unknown_lines", "-")
+    out = d / "tiers" / f"{Path(ran_file).name}.out" if ran_file else None
+    alone: int | str = "-"
+    if out is not None and out.is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([str(P2C), str(out), tmp], capture_output=True, text=True, check=False)
+        m = re.search(r"(\d+) lines of unknown records", r.stderr)
+        alone = int(m[1]) if m else 0
+    return f"{in_capture}/{alone}"
+
+
 def family_verdict(run: Path, kind: str, lab: dict | None) -> tuple[str, bool]:
-    """What the analysis said of the expected finding, else how the lab ended; True when it is confirmed."""
+    """What the analysis said of the expected finding (with its cause), else how the lab ended; True when
+    it is confirmed."""
     verdicts = load(run / "verdicts.json")
     if verdicts is not None:
         found = [f for f in verdicts.get("findings", []) if f.get("kind") == kind]
-        verdict = f"{kind} {found[0].get('status')}" if found else "no finding"
+        verdict = f"{kind} {found[0].get('status')} ({found[0].get('cause_class')})" if found else "no finding"
         return verdict, bool(found) and found[0].get("status") == "confirmed"
     if lab is not None:
         return f"lab exit {lab['rc']}", False
@@ -165,6 +189,7 @@ def main() -> int:
         "copied_alone_attached",
         "verdict",
         "lab_seconds",
+        "unknown_lines",
         "cost_per_event",
     ]
     print("| " + " | ".join(cols) + " |")
