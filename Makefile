@@ -35,7 +35,7 @@ TOP       ?=
 INVENTORY ?=
 SCOPE     ?= all
 
-.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor soak-capture runtimes-doc train train-hint train-answer train-status train-stop train-report report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture fleet fleet-monitor monitor soak-monitor soak-capture runtimes-doc train train-hint train-answer train-status train-stop train-report report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -66,6 +66,10 @@ fleet: setup ## capture on the hosts of an Ansible inventory, one report: make f
 	@[[ -n "$(INVENTORY)" ]] || { echo "make fleet needs INVENTORY= (an Ansible inventory; scripts/fleet --help)" >&2; exit 2; }
 	@scripts/fleet -i $(INVENTORY) --duration $(DURATION) --interval $(INTERVAL) --scope $(SCOPE) \
 		$(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
+
+fleet-monitor: setup ## install the monitor as a hardened systemd service on an inventory's hosts, a tier per group (tq_tier), idempotently: make fleet-monitor INVENTORY=hosts.ini (docs/deploy.md)
+	@[[ -n "$(INVENTORY)" ]] || { echo "make fleet-monitor needs INVENTORY= (an Ansible inventory; scripts/fleet-monitor --help)" >&2; exit 2; }
+	@scripts/fleet-monitor -i $(INVENTORY)
 
 monitor: setup ## exporter mode until Ctrl-C: tq_*.prom for node_exporter's textfile collector (PROM_DIR= MONITOR_INTERVAL= TIER=sampled|rare|full PROBES= TOP=)
 	@scripts/monitor --prom-dir $(PROM_DIR) --interval $(MONITOR_INTERVAL) $(if $(TIER),--tier $(TIER)) \
