@@ -35,7 +35,7 @@ TOP       ?=
 INVENTORY ?=
 SCOPE     ?= all
 
-.PHONY: help setup doctor demo test lab capture fleet monitor soak-monitor soak-capture runtimes-doc train train-hint train-answer train-status train-stop train-report report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
+.PHONY: help setup doctor demo test lab capture fleet fleet-monitor monitor soak-monitor soak-capture runtimes-doc train train-hint train-answer train-status train-stop train-report report validate compare sweep notebook bench bench-overhead matrix lint schema-doc clean
 
 # Each target's group is the [tag] after its ##; its variables, the ?= ones its recipe reads.
 help: ## [setup] list the targets by who runs them, with the variables each reads
@@ -81,6 +81,10 @@ fleet: setup ## [sre] capture every host of an Ansible INVENTORY, one report ove
 	@[[ -n "$(INVENTORY)" ]] || { echo "make fleet needs INVENTORY= (an Ansible inventory; scripts/fleet --help)" >&2; exit 2; }
 	@scripts/fleet -i $(INVENTORY) --duration $(DURATION) --interval $(INTERVAL) --scope $(SCOPE) \
 		$(if $(PROBES),--probes $(PROBES)) $(if $(OUT),--out $(OUT))
+
+fleet-monitor: setup ## [sre] install the monitor as a hardened systemd service on an inventory's hosts, a tier per group (docs/deploy.md)
+	@[[ -n "$(INVENTORY)" ]] || { echo "make fleet-monitor needs INVENTORY= (an Ansible inventory; scripts/fleet-monitor --help)" >&2; exit 2; }
+	@scripts/fleet-monitor -i $(INVENTORY)
 
 monitor: setup ## [sre] exporter mode until Ctrl-C: tq_*.prom for node_exporter (docs/monitoring.md)
 	@scripts/monitor --prom-dir $(PROM_DIR) --interval $(MONITOR_INTERVAL) $(if $(TIER),--tier $(TIER)) \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,15 +12,17 @@ import pytest
 from tests.conftest import ROOT
 
 # Folders of runnable tools: the collector (shipped to hosts), the user drivers,
-# the development tools and the VM matrix.
-TOOL_DIRS = ("collector", "scripts", "dev", "dev/vm")
+# the development tools, the VM matrix and the deployment's builders.
+TOOL_DIRS = ("collector", "scripts", "dev", "dev/vm", "deploy", "deploy/image")
 
 
 RUFF_PATHS = ("analysis", "monitor", "training", "tests", "dev", "labs", "notebooks", "scripts/sysctl-profile")
 
 
 def _tools() -> list[Path]:
-    return sorted(p for d in TOOL_DIRS for p in (ROOT / d).iterdir() if p.is_file() and "." not in p.name)
+    # Executable: deploy/image/Containerfile is a build recipe beside its builder, not a tool.
+    files = (p for d in TOOL_DIRS for p in (ROOT / d).iterdir() if p.is_file() and "." not in p.name)
+    return sorted(p for p in files if os.access(p, os.X_OK))
 
 
 def _shell_files() -> list[str]:

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from .metrics import metrics_doc
+from .privilege import check
 from .run import Exporter
+from .supervise import log
 
 DESCRIPTION = "Exporter mode: the probes kept running, their numbers written as node_exporter textfiles."
 
@@ -38,8 +40,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+def privileges_ok(probes: bool) -> bool:
+    """Every capability the tier needs, or an error naming each one missing (and a warning
+    for one it only wants): nothing starts that would write empty metrics."""
+    errors, warnings = check(probes)
+    for w in warnings:
+        log(f"warning: {w}")
+    for e in errors:
+        log(f"error: {e}")
+    return not errors
+
+
 def main(argv: list[str] | None = None) -> int:
-    if (argv if argv is not None else sys.argv[1:]) == ["--metrics-doc"]:
+    args = argv if argv is not None else sys.argv[1:]
+    if args == ["--metrics-doc"]:
         sys.stdout.write(metrics_doc())
         return 0
-    return Exporter(parse_args(argv)).run()
+    if args[:1] == ["--check-privileges"] and args[1:] in (["sampled"], ["probes"]):
+        # scripts/monitor asks before collector/doctor, whose trial attaches would fail as
+        # "this kernel cannot trace" without the capabilities.
+        return 0 if privileges_ok(args[1:] == ["probes"]) else 2
+    a = parse_args(argv)
+    if not privileges_ok(bool(a.probe)):
+        return 2
+    return Exporter(a).run()

@@ -35,11 +35,19 @@ class Round:
         return lines, series
 
 
+# Readable by node_exporter whatever user it runs as, writable by the exporter alone (and the
+# folder by it alone: docs/deploy.md); fixed here, not left to the umask of whoever starts it.
+FILE_MODE = 0o644
+
+
 def write(out: Path, lines: dict[str, list[str]]) -> None:
     for f, body in lines.items():
         path = out / f"{PREFIX}{f}.prom"
         tmp = out / f".{PREFIX}{f}.prom.tmp"
-        tmp.write_text("\n".join(body) + "\n" if body else "")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        with os.fdopen(fd, "w") as fh:
+            os.fchmod(fd, FILE_MODE)
+            fh.write("\n".join(body) + "\n" if body else "")
         os.replace(tmp, path)
 
 

@@ -26,7 +26,7 @@ RULES = MON / "tq.rules.yml"
 DASHBOARD = MON / "grafana-dashboard.json"
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 # Metrics the rules may use that node_exporter itself exports.
-NODE_EXPORTER_METRICS = {"node_textfile_mtime_seconds"}
+NODE_EXPORTER_METRICS = {"node_textfile_mtime_seconds", "node_textfile_scrape_error"}
 
 
 def _promtool() -> str:
