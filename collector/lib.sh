@@ -436,13 +436,13 @@ make_netns_pair() {
 
 # host_port IP PORT: IP:PORT, the IPv6 address in brackets ([2001:2::1]:8080), as
 # servers, clients and URLs take it.
-# loop_threads PID: the tids of loopserver PID's loop threads (named loop<N>), in tid order.
+# loop_threads PID: the tids of loopserver PID's loop threads (named loop<N>), loop0's first.
 loop_threads() {
 	local t comm
 	for t in /proc/"$1"/task/*; do
 		comm=$(cat "$t/comm" 2>/dev/null) || continue
-		[[ $comm != loop[0-9]* ]] || echo "${t##*/}"
-	done
+		[[ $comm != loop[0-9]* ]] || echo "${comm#loop} ${t##*/}"
+	done | sort -n | cut -d' ' -f2
 }
 
 # sample_thread_stat OUT STOP PID TID...: a lab's own account of its threads' CPU time, as the

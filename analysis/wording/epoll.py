@@ -187,7 +187,8 @@ def headline(f: Finding, status: str) -> str:
     who = s.get("comm") or "a process"
     if thread:
         who = f"thread {s.get('comm') or 'unnamed'} (tid {tid}) of {process or 'its process'}"
-    return f"{TITLE}: {owner_first(s, who)}" + (f" ({where})" if where else "") + f": {status}"
+    cause = f" — {CAUSES[f.cause_class]}" if f.cause_class in CAUSES and f.cause_class != "loop_saturated" else ""
+    return f"{TITLE}: {owner_first(s, who)}" + (f" ({where})" if where else "") + f": {status}{cause}"
 
 
 WORDING = Wording(

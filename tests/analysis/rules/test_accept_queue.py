@@ -10,6 +10,7 @@ from analysis.findings import CHAIN_ORDER
 from analysis.load import Run
 from analysis.render.report import write_report
 from analysis.rules import accept_queue
+from analysis.wording import describe
 from tests.conftest import fixture_run
 
 
@@ -275,3 +276,27 @@ def test_unattributed_overflows_say_why() -> None:
     assert "127.0.0.1:18090 (python3 pid " in describe(f.kind, f.link("cause"))
     # The healthy nginx listeners the probe did track stay ruled out.
     assert all(x.status == "absent" for x in accept_queue.evaluate(run) if x.subject["lport"])
+
+
+def test_a_healthy_reuseport_member_whose_counter_moved_is_not_blamed() -> None:
+    """A copy of the reuseport-stall capture where one healthy member's own drop counter rose by 2
+    (the kernel also counts there the RSTs and stray segments a listener discards): the probe read
+    its queue at every enqueue and it never came near its limit, so those were not overflows. It
+    is ruled out, and the stalled member alone is named."""
+    run = Run.open(fixture_run("accept-overflow-reuseport-stall"))
+    stalled = {m["member"]: m["pid"] for m in run.lab["server"]["stats"]["members"]}[
+        int(run.lab["server"]["stall_members"])
+    ]
+    ls = run.table("listeners").copy()
+    mine = ls[(ls["lport"] == 8080) & (ls["pid"] != stalled)]
+    healthy = int(mine["sock_ino"].iloc[0])
+    late = ls.index[(ls["sock_ino"] == healthy) & (ls["time_s"] > ls["time_s"].median())]
+    ls.loc[late, "drops"] = ls.loc[late, "drops"] + 2
+    run._cache["listeners"] = ls
+    found = accept_queue.evaluate(run)
+    named = [f for f in found if f.is_finding]
+    assert [f.subject["pid"] for f in named] == [stalled]
+    (quiet,) = [f for f in found if f.subject.get("sock_ino") == healthy]
+    assert quiet.status == "absent" and quiet.link("counter").key == "drops_not_overflows"
+    assert quiet.link("counter").evidence["listener_drops"] == 2
+    assert "were not overflows" in describe(quiet.kind, quiet.link("counter"))
