@@ -67,6 +67,25 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt("{sample_text}"),
         Opt("{others_text}"),
     ),
+    ("probe", "never_waits_process"): (
+        "Probe: no thread of its process blocked in epoll over its busy window ({process_window_from_rel_s} s to "
+        "{process_window_to_rel_s} s: {process_blocked_window_pct} %): its threads take turns at the loop (a runtime "
+        "such as Go's polls from whichever thread runs out of work, with edge-triggered events",
+        Opt(": {empty_share_pct} % of this thread's polls came back empty"),
+        "). The process was on a CPU {process_cpu_window_pct} % of that window and its threads waited for one "
+        "{process_runq_window_pct} % (the scheduler's clocks, all its threads together).",
+        Opt(" This thread, the one with the most events: {calls_per_s} calls/s"),
+        Opt(", {nonblocking_share_pct} % non-blocking polls"),
+        Opt(", {events_per_call} events per call"),
+        ".",
+        Opt("{sample_text}"),
+    ),
+    ("probe", "unknown_process"): (
+        "Probe: no thread of its process blocked in epoll over its busy window ({process_window_from_rel_s} s to "
+        "{process_window_to_rel_s} s: {process_blocked_window_pct} %); the process was on a CPU "
+        "{process_cpu_window_pct} % and its threads waited for one {process_runq_window_pct} %: neither saturated "
+        "nor starved of CPU by the rule's thresholds; where the rest went needs an off-CPU profile of the process.",
+    ),
     ("probe", "waits"): (
         "Probe: the loop waits",
         Opt(" (median {wait_share_median_pct} % of each busy interval blocked in epoll)"),

@@ -51,6 +51,7 @@ NOT_IN_ANY_FIXTURE = {
     ("event_loop_saturation", "probe", "off_cpu"),
     ("event_loop_saturation", "probe", "unknown"),
     ("event_loop_saturation", "probe", "busy_briefly"),
+    ("event_loop_saturation", "probe", "unknown_process"),
     ("accept_queue_overflow", "counter", "drops_not_overflows"),
 }
 
