@@ -432,8 +432,10 @@ def _evaluate_listener(run: RunView, key: SocketKey, rows: pd.DataFrame, ns: _Na
     probe_ev["first_full_rel_s"] = window["start_rel_s"] + li.interval
     probe_ev["last_full_rel_s"] = window["end_rel_s"]
     if key not in ns.full_times:
-        # Full while the captured counter did not rise then: no connection was dropped; not implicated.
-        chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", "no_overflows_then", counter_ev)]
+        # Full while no connection was dropped on it: the captured counter did not rise then, or
+        # its own drop counter did not rise at all (the namespace's overflows were a neighbour's).
+        counter_key = "own_drops_zero" if ns.own_drops(key) == 0 else "no_overflows_then"
+        chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", counter_key, counter_ev)]
         return Finding(KIND, "absent", subject, window=window, chain=chain)
     emptied = None if key in ns.merged else found_empty(run, key, li.rows)
     cause_class, class_ev = _classify(li.rows, emptied)
@@ -651,7 +653,10 @@ def _namespace(run: RunView, inode: int, mine: dict[SocketKey, pd.DataFrame]) ->
     interval = interval_s(run)
     for k, g in sockets.items():
         f = full_intervals(g)
-        if not f.empty and (not counted or bool(samples_near(overflows, f["time_s"], interval).any())):
+        # The socket's own drop counter, where ss showed it, says whether those overflows were its
+        # own (a neighbour's were counted in the same namespace and seconds).
+        dropped = ns.own_drops(k) != 0
+        if not f.empty and dropped and (not counted or bool(samples_near(overflows, f["time_s"], interval).any())):
             ns.full_times[k] = f["time_s"].astype(float).tolist()
             ns.full_events[k] = int(g["full_events"].sum())
     return ns, sockets
