@@ -587,6 +587,20 @@ def _overflowed(rows: pd.DataFrame | None, drops: int | None) -> bool:
     return (rows is not None and not full_intervals(rows).empty) or (drops or 0) > 0
 
 
+# A group is judged as one queue when every member overflowed comparably: its least member's own
+# drops at least this share of its most's (else a stalled member beside neighbours that dropped a
+# few in one host-wide pause is that member's fault, not the group's).
+GROUP_COMPARABLE_DROPS = 0.25
+
+
+def _whole_group(members: list[SocketKey], mine: dict[SocketKey, pd.DataFrame], drops: dict) -> bool:
+    """Every member overflowed, and comparably so where their own drop counters say how much."""
+    if not all(_overflowed(mine.get(m), drops[m]) for m in members):
+        return False
+    known = [d for d in drops.values() if d is not None]
+    return len(known) < len(members) or min(known) >= GROUP_COMPARABLE_DROPS * max(known)
+
+
 def _member_numbers(run: RunView, key: SocketKey, rows: pd.DataFrame | None, drops: int | None) -> dict[str, Any]:
     """One member of a group as its neighbours' findings cite it: its owner and its own numbers."""
     owner = socket_owner(run, key)
@@ -614,7 +628,7 @@ def _groups(run: RunView, ns: _Namespace, mine: dict[SocketKey, pd.DataFrame]) -
         if len(members) < 2:
             continue
         drops = {m: ns.own_drops(m) for m in members}
-        if all(_overflowed(mine.get(m), drops[m]) for m in members):
+        if _whole_group(members, mine, drops):
             group = SocketKey(netns, laddr, lport, 0)
             out = {k: g for k, g in out.items() if k not in members}
             out[group] = group_rows([mine[m] for m in members if m in mine])
