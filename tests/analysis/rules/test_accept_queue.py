@@ -337,3 +337,18 @@ def test_nginx_reuseport_with_a_stopped_worker_names_it_alone() -> None:
     assert named[0].link("counter").evidence["listener_drops"] == 578
     moment = [f for f in found if f.status == "absent" and f.link("counter").key == "own_drops_zero"]
     assert [f.subject["pid"] for f in moment] == [18040]
+
+
+def test_the_reuseport_fixtures_stall_per_member_and_overload_as_a_group() -> None:
+    """accept-overflow-reuseport-stall: the stalled member alone, its drops its socket's own;
+    accept-overflow-reuseport-overload: every member comparably full, one finding about the group."""
+    run = Run.open(fixture_run("accept-overflow-reuseport-stall"))
+    members = {m["member"]: m["pid"] for m in run.lab["server"]["stats"]["members"]}
+    (f,) = [x for x in accept_queue.evaluate(run) if x.is_finding]
+    assert (f.subject["pid"], f.cause_class) == (members[int(run.lab["server"]["stall_members"])], "stall")
+    assert f.subject["group"] == {"members": 4, "judged": "per_member"} and f.subject["sock_ino"]
+    run = Run.open(fixture_run("accept-overflow-reuseport-overload"))
+    (g,) = [x for x in accept_queue.evaluate(run) if x.is_finding]
+    assert g.subject["group"] == {"members": 4, "judged": "as_one"} and g.cause_class == "capacity"
+    assert {o["pid"] for o in g.subject["owners"]} == {m["pid"] for m in run.lab["server"]["stats"]["members"]}
+    assert g.link("cause").evidence["model"]["members"] == 4
