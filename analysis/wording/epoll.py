@@ -119,10 +119,10 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "clients (a listener elsewhere) or is a client itself was not checked. Run `{command}`.",
     ),
     ("cause", "cpu_starved"): (
-        "Cause: the machine's CPU, not the loop's own work: it found work at every call, and spent more of the "
-        "rest of its time runnable, waiting for a CPU, than blocked or asleep",
+        "Cause: the machine's CPU: the loop found work at every call and was ready to run, but spent most of the "
+        "time it was not on a CPU waiting for one (the run queue), not blocked or asleep",
         Opt(" (GOMAXPROCS={gomaxprocs}, {work_per_request} of CPU per request)"),
-        ".",
+        ". Whatever its own load, other work on its CPUs holds it back.",
     ),
     ("fix", "cpu_starved"): (
         "Fix: give the loop a CPU: what else runs on its CPUs (the run queue: top, pidstat, perf sched), a CPU "

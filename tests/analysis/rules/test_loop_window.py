@@ -57,7 +57,7 @@ def test_the_real_contended_capture_is_starved_of_cpu() -> None:
     assert ev["window_verdict"] == "cpu_starved" and ev["window_blocked_pct"] < 5
     assert ev["window_cpu_pct"] < 100 * LOOP_MIN_SATURATED_CPU.value
     assert ev["window_runq_pct"] >= 0.5 * (100 - ev["window_cpu_pct"] - ev["window_blocked_pct"])
-    assert "the machine's CPU, not the loop's own work" in describe(f.kind, f.link("cause"))
+    assert "other work on its CPUs holds it back" in describe(f.kind, f.link("cause"))
     assert "starved of CPU" in headline(f)
 
 
