@@ -149,10 +149,8 @@ def _busy_rows(
     waited and found work at every call; when its CPU time is known, also on the CPU, or no thread
     of its process waited then while the process was on the CPU (a Go server's poller thread is
     not the one that runs its requests). Not "on the CPU" for a process the scheduler's clock
-    shows idle: a light Go server's poller (5 conn/s, 0.1 % of a CPU), whose few sampled waits
-    ended in other intervals, was called saturated (a CI run, 2026-11-26). Per interval: over a
-    whole run the process share is diluted by the time before and after a load (a saturated
-    GOMAXPROCS=1 server read 0.49)."""
+    shows idle (a light Go server's poller). Per interval: over a whole run the process share is
+    diluted by the time before and after a load."""
     share = wait_share(pt, interval)
     active = pt["events_sum"] >= MIN_EVENTS
     busy = active & (share < MAX_WAIT_SHARE) & (pt["ret_zero"] <= MAX_EMPTY_SHARE * pt["calls"])
