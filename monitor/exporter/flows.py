@@ -30,9 +30,9 @@ GAUGES = {
 
 class FlowScan:
     """Each scan: the flows of the watched namespaces that moved. A clock's increase since the
-    flow's last row becomes a counter increment (its first row is a baseline, unless the flow is
-    newer than the first scan of its namespace: then all of it counts); a flow not listed has
-    empty queues now."""
+    flow's last row becomes a counter increment. The first scan of a namespace lists every flow
+    in it: a baseline, no object; a flow first seen later is new, and all of its clocks count.
+    A flow not listed has empty queues now."""
 
     def __init__(self, sampler: Path, state: Path) -> None:
         self.sampler, self.state = sampler, state  # sample-netns keeps each namespace's clocks here
@@ -57,9 +57,10 @@ class FlowScan:
             seen.add(key)
             clocks = {c: int(row[c]) for c in CLOCKS}
             last = self.last.get(key)
-            if last is None:
-                last = dict.fromkeys(CLOCKS, 0) if row["netns"] in self.scanned else clocks
             self.last[key] = clocks
+            if last is None and row["netns"] not in self.scanned:
+                continue  # the first listing of its namespace: a baseline, every flow in it
+            last = last or dict.fromkeys(CLOCKS, 0)
             inc = {CLOCKS[c]: max(0, clocks[c] - last[c]) / 1000 for c in CLOCKS}
             gauges = {m: int(row[c]) for c, m in GAUGES.items() if row[c].isdigit()}
             limited = inc["flow_rwnd_limited_seconds_total"] + inc["flow_sndbuf_limited_seconds_total"]
