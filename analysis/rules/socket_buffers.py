@@ -40,6 +40,8 @@ SLOW_QUEUE_SHARE = 0.25
 SLOW_HALF_FULL_READS = 10
 # A reader whose sender is not on this host is judged on this many samples at least.
 MIN_READER_SAMPLES = 3
+# Of the senders ruled out, the report lists the busiest this many (a host has thousands).
+MAX_RULED_OUT = 10
 
 
 def _window(run: RunView, t0: float, t1: float) -> dict[str, float]:
@@ -208,6 +210,18 @@ def _fix_evidence(run: RunView, s: Side, receiver: Side | None, cause: str) -> d
     return ev
 
 
+def _fix(run: RunView, s: Side, receiver: Side | None, cause: str) -> Link:
+    """The fix's numbers; a buffer nobody pinned that autotuning grew to its sysctl's max is fixed
+    by that max (key <cause>_at_max), one set by the application by its socket option."""
+    ev = _fix_evidence(run, s, receiver, cause)
+    pinned = {"small_sndbuf": s.probe.get("sndbuf_locked_writes"),
+              "small_rcvbuf": receiver.probe.get("rcvbuf_locked_reads") if receiver else None}  # fmt: skip
+    size = ev["sndbuf"] if cause == "small_sndbuf" else ev["rcvbuf"]
+    if cause in pinned and not pinned[cause] and size and ev["autotune_max"] and size >= 0.9 * ev["autotune_max"]:
+        return Link("fix", f"{cause}_at_max", ev)
+    return Link("fix", cause, ev)
+
+
 def _verification(run: RunView, s: Side) -> Link:
     lab = run.lab or {}
     command = (
@@ -253,7 +267,7 @@ def _evaluate_sender(run: RunView, s: Side, receiver: Side | None) -> Finding:
             Link("counter", "buffer_counters", counters),
             Link("probe", "flow_clocks", probe_ev),
             Link("cause", cause, _cause_evidence(run, s, receiver, cause)),
-            Link("fix", cause, _fix_evidence(run, s, receiver, cause)),
+            _fix(run, s, receiver, cause),
             _verification(run, s),
         ],
     )
@@ -327,6 +341,8 @@ def _evaluate(run: RunView) -> list[Finding]:
         if receiver is not None:
             readers_judged.add(receiver.key)
         out.append(_evaluate_sender(run, s, receiver))
+    absent = sorted((f for f in out if f.status == "absent"), key=lambda f: -f.chain[0].evidence["busy_ms"])
+    out = [f for f in out if f.status != "absent"] + absent[:MAX_RULED_OUT]
     for r in all_sides.values():
         if r.key not in readers_judged and r.deltas["busy_ms"] < MIN_BUSY_MS:
             f = _evaluate_reader(run, r)

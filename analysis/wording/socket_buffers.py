@@ -124,8 +124,9 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(": at {minrtt_ms} ms and {want_rate_text}, {bdp_text}, so about {twice_bdp_text}"),
         ". SO_RCVBUF turns autotuning off for the socket: remove it and let the kernel grow the buffer",
         Opt(" up to tcp_rmem's max ({autotune_max_text})"),
-        ", or set it to that size; raising net.core.rmem_max alone changes nothing for an application that "
-        "sets no SO_RCVBUF.",
+        Opt(", or set it to at least {twice_bdp_text}", ", or set it that large"),
+        " (a request above net.core.rmem_max gets rmem_max); raising rmem_max alone changes nothing for an "
+        "application that sets no SO_RCVBUF.",
     ),
     ("fix", "small_sndbuf"): (
         "Fix: the send buffer must hold the bandwidth-delay product (RTT x rate) and more",
@@ -133,6 +134,20 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         ". Remove SO_SNDBUF and let the kernel autotune it",
         Opt(" up to tcp_wmem's max ({autotune_max_text})"),
         ", or set it to at least that.",
+    ),
+    ("fix", "small_sndbuf_at_max"): (
+        "Fix: the kernel already autotuned the send buffer to net.ipv4.tcp_wmem's max",
+        Opt(" ({autotune_max_text})"),
+        ", and that is below the bandwidth-delay product (RTT x rate)",
+        Opt(": at {minrtt_ms} ms and {want_rate_text}, {bdp_text}"),
+        ". Raise tcp_wmem's max above it (per namespace); net.core.wmem_max does not cap autotuning.",
+    ),
+    ("fix", "small_rcvbuf_at_max"): (
+        "Fix: the kernel already autotuned the receive buffer to net.ipv4.tcp_rmem's max",
+        Opt(" ({autotune_max_text})"),
+        ", and that is below about twice the bandwidth-delay product (RTT x rate)",
+        Opt(": at {minrtt_ms} ms and {want_rate_text}, {bdp_text}"),
+        ". Raise tcp_rmem's max above it (per namespace); net.core.rmem_max does not cap autotuning.",
     ),
     ("fix", "memory_pressure"): (
         "Fix: find the sockets holding TCP's memory (`ss -tm`: skmem r and w), then raise net.ipv4.tcp_mem or "
@@ -150,19 +165,20 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
 
 
 def size_text(v: Any) -> str:
-    """Bytes as people write buffer sizes: 4096 bytes, 128 KB, 3.2 MB."""
+    """Bytes as buffer sizes are set, in powers of two: 4096 bytes, 128 KiB, 3.2 MiB."""
     b = float(v)
     if b >= 1 << 20:
-        return f"{b / (1 << 20):.1f} MB"
+        return f"{b / (1 << 20):.1f} MiB"
     if b >= 1 << 10:
-        return f"{b / (1 << 10):.0f} KB"
+        return f"{b / (1 << 10):.0f} KiB"
     return f"{int(b)} bytes"
 
 
 def rate_text(v: Any) -> str:
-    """Bytes per second with the bits per second a link is sold in."""
+    """Bytes per second, in the decimal units a link is sold in: 2.5 MB/s (20 Mbit/s)."""
     b = float(v)
-    return f"{size_text(b)}/s ({b * 8 / 1e6:.3g} Mbit/s)"
+    mb = f"{b / 1e6:.3g} MB/s" if b >= 1e6 else f"{b / 1e3:.3g} kB/s"
+    return f"{mb} ({b * 8 / 1e6:.3g} Mbit/s)"
 
 
 def _sizes(ev: dict[str, Any], names: Mapping[str, str], fmt: Any) -> None:

@@ -144,7 +144,7 @@ def test_the_fix_says_the_bdp_and_what_so_rcvbuf_does() -> None:
     assert 95_000 <= ev["bdp_bytes"] <= 110_000, ev
     assert "SO_RCVBUF turns autotuning off" in fix and "rmem_max alone changes nothing" in fix
     cause = describe(f.kind, f.link("cause"))
-    assert "pinned by SO_RCVBUF" in cause and "16 KB" in cause
+    assert "pinned by SO_RCVBUF" in cause and "16 KiB" in cause
 
 
 def test_the_verdict_needs_the_limit_to_last() -> None:
