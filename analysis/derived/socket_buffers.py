@@ -61,6 +61,9 @@ class Side:
     sndbuf: int | None
     minrtt_ms: float | None
     rtt_ms: float | None
+    # Of its rows in the window, the share whose send buffer was full (sk_wmem_queued >= sk_sndbuf)
+    # with nothing unsent: all it holds is in flight, waiting for acknowledgements to free room.
+    sndbuf_full_share: float | None = None
     probe: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -124,7 +127,20 @@ def _side(run: RunLike, key: tuple[Any, ...], rows: pd.DataFrame, first: float |
         rcvbuf=last("rcvbuf"), sndbuf=last("sndbuf"),
         minrtt_ms=float(minrtt.min()) if not minrtt.empty else None,
         rtt_ms=float(np.median(rtt)) if not rtt.empty else None,
+        sndbuf_full_share=_sndbuf_full_share(after),
     )  # fmt: skip
+
+
+def _sndbuf_full_share(rows: pd.DataFrame) -> float | None:
+    """The share of a sender's rows whose send buffer was full and nothing was left unsent: the send
+    buffer, not the path or the peer, held it. tcp_info's sndbuf_limited clock says so too, but not
+    always: it starts only when the flow is not cwnd-limited (tcp_cwnd_validate), and under BBR one
+    run of the lab's small-sndbuf in five read 0 ms while every sample looked like this."""
+    rows = rows[rows["send_q"] > 0]
+    if rows.empty or rows["wqueue"].isna().all() or rows["sndbuf"].isna().all():
+        return None
+    full = (rows["wqueue"] >= rows["sndbuf"]) & (rows["notsent"] == 0)
+    return float(full.sum()) / len(rows)
 
 
 def sides(run: RunLike) -> dict[tuple[int, str, int, str, int], Side]:

@@ -38,6 +38,9 @@ LIMITED_SHARE = 0.20
 # full, the most of those it noted.
 SLOW_QUEUE_SHARE = 0.25
 SLOW_HALF_FULL_READS = 10
+# Or its send buffer was full with nothing unsent at this share of its samples (the clock does not
+# always say so: analysis/derived/socket_buffers.py _sndbuf_full_share).
+SNDBUF_FULL_SAMPLES = 0.5
 # A reader whose sender is not on this host is judged on this many samples at least.
 MIN_READER_SAMPLES = 3
 # Of the senders ruled out, the report lists the busiest this many (a host has thousands).
@@ -116,6 +119,7 @@ def _probe_evidence(s: Side, receiver: Side | None) -> dict[str, Any]:
         "bytes_per_s": _round(s.rate_bytes_per_s),
         "sndbuf": s.sndbuf,
         "send_q_max": s.send_q_max,
+        "sndbuf_full_pct": _pct(s.sndbuf_full_share),
         "minrtt_ms": s.minrtt_ms,
         "rtt_ms": _round(s.rtt_ms, 1),
         "samples": s.rows,
@@ -158,7 +162,9 @@ def _cause(s: Side, receiver: Side | None, counters: dict[str, Any]) -> str:
     """Which buffer held the sender back."""
     if _pressure(counters) > 0:
         return "memory_pressure"
-    if (s.share("sndbuf_limited_ms") or 0) >= (s.share("rwnd_limited_ms") or 0):
+    if (s.share("sndbuf_limited_ms") or 0) >= (s.share("rwnd_limited_ms") or 0) or (
+        _sndbuf_full(s) and (s.share("rwnd_limited_ms") or 0) < LIMITED_SHARE
+    ):
         return "small_sndbuf"
     if receiver is None:
         return "peer_window"
@@ -181,6 +187,7 @@ def _cause_evidence(run: RunView, s: Side, receiver: Side | None, cause: str) ->
         ev["half_full_reads_pct"] = _pct(sbd.probe_means(receiver.probe).get("half_full_read_share"))
     ev["sndbuf"] = s.sndbuf
     ev["sndbuf_locked"] = bool(s.probe.get("sndbuf_locked_writes")) if s.probe else None
+    ev["sndbuf_full_pct"] = _pct(s.sndbuf_full_share)
     lab = run.lab or {}
     if lab.get("lab") == "socket-buffers":
         ev["lab_variant"] = lab.get("variant")
@@ -248,11 +255,16 @@ def _status(s: Side, receiver: Side | None, cause: str) -> Status:
 # -- one sender, the run ------------------------------------------------------------------------
 
 
+def _sndbuf_full(s: Side) -> bool:
+    """The send buffer full with nothing unsent at most samples, whatever the clock says."""
+    return (s.sndbuf_full_share or 0) >= SNDBUF_FULL_SAMPLES
+
+
 def _evaluate_sender(run: RunView, s: Side, receiver: Side | None) -> Finding:
     subject = _subject(run, s, receiver)
     probe_ev = _probe_evidence(s, receiver)
     limited = max(s.share("rwnd_limited_ms") or 0, s.share("sndbuf_limited_ms") or 0)
-    if limited < LIMITED_SHARE:
+    if limited < LIMITED_SHARE and not _sndbuf_full(s):
         return Finding(KIND, "absent", subject, chain=[Link("probe", "below_threshold", probe_ev)])
     counters = _counter_evidence(run, s, receiver)
     cause = _cause(s, receiver, counters)

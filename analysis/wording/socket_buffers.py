@@ -74,7 +74,9 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ),
     ("probe", "below_threshold"): (
         "Kernel clocks: busy {busy_s} s, held back by the receiver's window {rwnd_limited_pct} % and by its send "
-        "buffer {sndbuf_limited_pct} % of it: below a limit.",
+        "buffer {sndbuf_limited_pct} % of it",
+        Opt("; its send buffer was full with nothing unsent at {sndbuf_full_pct} % of the samples"),
+        ": below a limit.",
     ),
     ("cause", "slow_reader"): (
         "Cause: the reader does not keep up",
@@ -100,6 +102,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt(" ({sndbuf_text}{sndbuf_locked_text})"),
         " caps what the sender keeps in flight: the send buffer held it back",
         Opt(" {sndbuf_limited_pct} % of its busy time"),
+        Opt(", and at {sndbuf_full_pct} % of the samples it was full with nothing left unsent"),
         Opt("; {in_flight_text} in flight at a {minrtt_ms} ms RTT"),
         Opt(", against a BDP of {lab_bdp_text} on the lab's path"),
         ".",

@@ -153,3 +153,17 @@ def test_the_verdict_needs_the_limit_to_last() -> None:
     sb = run.table("sock_buffers")
     run._cache["sock_buffers"] = sb[sb["time_s"] <= sb["time_s"].min() + 0.5]
     assert [f for f in rule.evaluate(run) if f.subject.get("lport") == run.lab["flow"]["lport"]] == []
+
+
+def test_a_full_send_buffer_is_found_when_the_clock_does_not_say_so() -> None:
+    """One small-sndbuf run in five (under BBR): tcp_info's sndbuf_limited clock read 0 ms all along (ss
+    agrees: the clock starts only when the flow is not cwnd-limited), while at every sample the send
+    buffer was full with nothing unsent. The finding names the send buffer from those samples."""
+    run = Run.open(fixture_run("socket-buffers-small-sndbuf-noclock"))
+    (f,) = _ours(run)
+    ev = f.link("probe").evidence
+    assert ev["sndbuf_limited_ms"] == 0 == run.lab["flow"]["ss"]["sender"]["last"]["sndbuf_limited_ms"]
+    assert (f.status, f.cause_class, ev["sndbuf_full_pct"]) == ("confirmed", "small_sndbuf", 100.0)
+    assert "full with nothing left unsent" in describe(f.kind, f.link("cause"))
+    healthy = Run.open(fixture_run("socket-buffers-healthy"))
+    assert _ours(healthy)[0].link("probe").evidence["sndbuf_full_pct"] == 0.0
