@@ -159,12 +159,17 @@ _TW_SOCKETS_V1 = _without(
 # threads.csv (contract 6): the scheduler's per-thread clocks for the listeners' processes.
 # processes.csv (contract 6): each listening process's executable.
 # containers.csv (contract 7): the names of the host's containers and pods.
+# sb_flow.csv and sock_buffers.csv (contract 10): the socket-buffer family's probe and flows.
+_SOCKET_BUFFERS = frozenset({"sb_flow", "sock_buffers"})
 ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {
-    2: frozenset({"rt_flow", "threads", "processes", "containers"}),
-    3: frozenset({"threads", "processes", "containers"}),
-    4: frozenset({"threads", "processes", "containers"}),
-    5: frozenset({"threads", "processes", "containers"}),
-    6: frozenset({"containers"}),
+    2: frozenset({"rt_flow", "threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    3: frozenset({"threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    4: frozenset({"threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    5: frozenset({"threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    6: frozenset({"containers"}) | _SOCKET_BUFFERS,
+    7: _SOCKET_BUFFERS,
+    8: _SOCKET_BUFFERS,
+    9: _SOCKET_BUFFERS,
 }
 
 LEGACY_TABLES: dict[int, dict[str, Legacy]] = {

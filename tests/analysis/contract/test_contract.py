@@ -60,6 +60,7 @@ LAB_TABLES = {
     "time-wait": ("tw_close", "tw_sockets", "connects"),
     "epoll": ("ep_loop",),
     "runtimes": ("aq_listen", "processes", "threads"),
+    "socket-buffers": ("sb_flow", "sock_buffers"),
     "none": ("aq_listener", "aq_accept", "tw_close", "tw_sockets", "ep_loop"),
 }
 
