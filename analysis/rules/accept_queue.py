@@ -551,6 +551,11 @@ def _from_own_drops(
     if _drops_not_overflows(rows) and probe_ev is not None:
         chain = [Link("probe", "never_full", probe_ev), Link("counter", "drops_not_overflows", counter_ev)]
         return Finding(KIND, "absent", subject, chain=chain)
+    if counter_ev["listen_drops"] == 0:
+        # Every overflow and every SYN or ACK a listener drops for want of room is counted in its
+        # namespace's ListenDrops; a socket's drops with none there were other discards.
+        chain = [_own_drops_probe(run, probe_ev), Link("counter", "no_listen_drops", counter_ev)]
+        return Finding(KIND, "absent", subject, chain=chain)
     command = f"make capture NETNS={run.netns_label(ns.netns)} PROBES=accept_queue DURATION=60"
     return Finding(
         KIND,

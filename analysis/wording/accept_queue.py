@@ -113,6 +113,12 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "read its queue at every enqueue and it never reached its limit: these were not overflows (a listener "
         "counts there the RSTs and stray segments it discards too).",
     ),
+    ("counter", "no_listen_drops"): (
+        "Kernel counter: this socket's own drop counter (sk_drops, ss -m) rose by {listener_drops}, but its "
+        "namespace {netns_label} counted no ListenDrops, where the kernel counts every connection a listener "
+        "drops for want of room: these were other discards (a retransmitted SYN that reaches a connection "
+        "still being set up, an RST, a stray segment), not overflows.",
+    ),
     ("probe", "not_sampled"): (
         "Probe: its queue reached depth {depth_max} against limit {limit}",
         Opt(" ({full_events} enqueues left it full)"),

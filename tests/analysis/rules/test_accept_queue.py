@@ -352,3 +352,18 @@ def test_the_reuseport_fixtures_stall_per_member_and_overload_as_a_group() -> No
     assert g.subject["group"] == {"members": 4, "judged": "as_one"} and g.cause_class == "capacity"
     assert {o["pid"] for o in g.subject["owners"]} == {m["pid"] for m in run.lab["server"]["stats"]["members"]}
     assert g.link("cause").evidence["model"]["members"] == 4
+
+
+def test_listener_drops_with_no_listen_drops_in_its_namespace_are_not_an_overflow() -> None:
+    """A real run of the socket-buffers lab at an 800 ms RTT: the client's SYN was re-sent after 1 s
+    while the first SYN-ACK was still on its way, and the kernel counted the second SYN, reaching
+    a connection still being set up, in the listener's own sk_drops (+1). The namespace counted no
+    ListenDrops, which every overflow adds to, and ss showed its queue empty: no finding, and why."""
+    run = Run.open(fixture_run("socket-buffers-seed003-rtt800"))
+    found = accept_queue.evaluate(run)
+    assert not [f for f in found if f.is_finding]
+    (listener,) = [f for f in found if f.subject.get("lport") == 7000]
+    counter = listener.link("counter")
+    assert listener.status == "absent" and counter.key == "no_listen_drops"
+    assert counter.evidence["listener_drops"] == 1 and counter.evidence["listen_drops"] == 0
+    assert "not overflows" in describe(listener.kind, counter)

@@ -53,6 +53,7 @@ NOT_IN_ANY_FIXTURE = {
     ("event_loop_saturation", "probe", "busy_briefly"),
     ("event_loop_saturation", "probe", "unknown_process"),
     ("accept_queue_overflow", "counter", "drops_not_overflows"),
+    ("accept_queue_overflow", "counter", "no_listen_drops"),
     # A host with one end of a flow only: copies of the socket-buffers captures with the other
     # namespace taken away, in tests/analysis/rules/test_socket_buffers.py, render them.
     ("socket_buffer_limit", "symptom", "flow_rate"),
