@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 10
+CONTRACT_VERSION = 11
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -520,7 +520,7 @@ TABLES: dict[str, Table] = {
             "sock_buffers",
             "sock_buffers.csv",
             "collector/sample-netns",
-            1,
+            2,
             "ss -tinm state established per sample: each TCP flow that sent since the previous listing (its "
             "busy clock moved), is new, or holds unread data; at the first listing every flow (the baseline the "
             "capture's deltas start from). The clocks and byte counts are the kernel's own (tcp_info), "
@@ -569,6 +569,22 @@ TABLES: dict[str, Table] = {
                 count_col("notsent", "bytes written and not yet sent"),
                 count_col("bytes_acked", "bytes the peer acknowledged (cumulative)"),
                 count_col("bytes_received", "bytes received (cumulative)"),
+                Col(
+                    "retrans_total",
+                    INT,
+                    "tcp_info total_retrans: segments this socket re-sent (cumulative); empty: not recorded "
+                    "(contract 10)",
+                    NONNEG,
+                    nullable=True,
+                ),
+                Col(
+                    "dsack_dups",
+                    INT,
+                    "tcp_info dsack_dups: of those, the ones the peer reported received twice (D-SACK): "
+                    "spurious, not lost (cumulative; kernels 5.0+); empty: not recorded (contract 10)",
+                    NONNEG,
+                    nullable=True,
+                ),
             ),
             optional=True,
             key=("time_s", "netns", "laddr", "lport", "raddr", "rport"),

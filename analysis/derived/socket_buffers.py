@@ -19,7 +19,8 @@ from . import RunLike
 from .counters import total_delta
 
 KEY = ["netns", "laddr", "lport", "raddr", "rport"]
-CLOCKS = ["busy_ms", "rwnd_limited_ms", "sndbuf_limited_ms", "bytes_acked", "bytes_received", "drops"]
+CLOCKS = ["busy_ms", "rwnd_limited_ms", "sndbuf_limited_ms", "bytes_acked", "bytes_received", "drops",
+          "retrans_total", "dsack_dups"]  # fmt: skip
 # The receiver's side of a limited flow: zero windows, what it dropped or pruned.
 RECEIVER_COUNTERS = (
     "TCPToZeroWindowAdv",
@@ -143,9 +144,9 @@ def _sndbuf_full_share(rows: pd.DataFrame) -> float | None:
     return float(full.sum()) / len(rows)
 
 
-def sides(run: RunLike) -> dict[tuple[int, str, int, str, int], Side]:
+def sides(run: RunLike, probe: bool = True) -> dict[tuple[int, str, int, str, int], Side]:
     """Every socket sock_buffers.csv lists, by (netns, laddr, lport, raddr, rport), with what the
-    probe counted on it (sb_flow.csv) when it ran."""
+    probe counted on it (sb_flow.csv) when it ran and PROBE is set."""
     sb = run.table("sock_buffers")
     out: dict[tuple[int, str, int, str, int], Side] = {}
     firsts: dict[int, float | None] = {}
@@ -155,9 +156,9 @@ def sides(run: RunLike) -> dict[tuple[int, str, int, str, int], Side]:
             firsts[ns] = first_sample(run, ns)
         s = _side(run, key, rows, firsts[ns])
         out[s.key] = s
-    for key, probe in probe_totals(run).items():
+    for key, counted in (probe_totals(run) if probe else {}).items():
         if key in out:
-            out[key].probe = probe
+            out[key].probe = counted
     return out
 
 
