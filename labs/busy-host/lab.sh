@@ -93,7 +93,7 @@ lab_params() {
 	local want_backlog=${BACKLOG:-} want_loss=${LOSS_PCT:-} want_work=${HOT_WORK:-} want_rate=${EXHAUST_RATE:-}
 	local want_every=${READ_EVERY_SLOW:-}
 	BACKLOG=${want_backlog:-256} LOSS_PCT=${want_loss:-0} HOT_WORK=${want_work:-200us} EXHAUST_RATE=${want_rate:-10}
-	READ_EVERY_SLOW=0s
+	READ_EVERY_SLOW=${want_every:-0s}
 	case $1 in
 	listener) BACKLOG=${want_backlog:-16} ;;
 	flow) LOSS_PCT=${want_loss:-5} ;;
