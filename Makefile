@@ -139,8 +139,9 @@ notebook: setup ## [sre] Jupyter on 127.0.0.1:PORT over notebooks/, reading RUN 
 		.venv/bin/jupyter notebook --no-browser --allow-root --ip 127.0.0.1 --port $(PORT) \
 		--ServerApp.root_dir=$(CURDIR)/notebooks
 
-bench: setup ## [dev] in-kernel cost per event of each probe on its lab's traffic (bpf_stats; docs/cost.md)
+bench: setup ## [dev] in-kernel cost per event of each probe on its lab's traffic (bpf_stats), then the report of a synthetic day (docs/cost.md)
 	@dev/bench
+	@dev/bench-report
 
 bench-overhead: setup ## [dev] capture cost on loopback nginx churn, A/B pairs; VM=trixie: counted in instructions in a TCG guest (docs/cost.md)
 	@dev/bench-overhead $(if $(PAIRS),--pairs $(PAIRS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(CASES),--cases $(CASES)) \
