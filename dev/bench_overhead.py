@@ -2,7 +2,7 @@
 
 Parses wrk, bpftool JSON and file sizes into one JSON line per measurement
 (record), turns them into the table at the end (summarize), and the small
-network helpers the bash driver needs (free-port, http-ok, low-rate).
+network helpers the bash driver needs (free-port, http-ok, low-rate, bulk-as-wrk).
 
 USAGE: bench_overhead.py record out=RUNS.jsonl case=C pair=N kind=K [wrk=F low=F window=S startup=S
                                 stop=S stats_ok=0|1 ids=F perf=F before=F after=F
@@ -11,6 +11,7 @@ USAGE: bench_overhead.py record out=RUNS.jsonl case=C pair=N kind=K [wrk=F low=F
        bench_overhead.py free-port LOWEST_EPHEMERAL_PORT
        bench_overhead.py http-ok PORT
        bench_overhead.py low-rate PORT RATE SECONDS
+       bench_overhead.py bulk-as-wrk IPERF3.json
 """
 
 from __future__ import annotations
@@ -626,6 +627,18 @@ def summarize(argv: list[str]) -> None:
     sys.stdout.write(text)
 
 
+def bulk_as_wrk(argv: list[str]) -> None:
+    """iperf3's JSON report (--load bulk) in wrk's words, a request being one MB the flow carried:
+    the parser and the summary then read both loads alike."""
+    end = load_json(argv[0], {}).get("end") or {}
+    sent = end.get("sum_received") or end.get("sum_sent")
+    if not sent or not sent.get("seconds"):
+        sys.exit(1)
+    mb, secs = sent["bytes"] / 1e6, sent["seconds"]
+    print(f"  {mb:.0f} requests in {secs:.2f}s, {sent['bytes']} bytes read")
+    print(f"Requests/sec: {mb / secs:.2f}")
+
+
 def free_port(argv: list[str]) -> None:
     """A free port on 127.0.0.1 below the ephemeral range (nothing printed if none)."""
     low = min(int(argv[0]), 32768)
@@ -669,7 +682,14 @@ def low_rate(argv: list[str]) -> None:
     print(done, time.monotonic() - t0)
 
 
-COMMANDS = {"record": record, "summarize": summarize, "free-port": free_port, "http-ok": http_ok, "low-rate": low_rate}
+COMMANDS = {
+    "record": record,
+    "summarize": summarize,
+    "free-port": free_port,
+    "http-ok": http_ok,
+    "low-rate": low_rate,
+    "bulk-as-wrk": bulk_as_wrk,
+}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

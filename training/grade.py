@@ -51,6 +51,9 @@ CAUSES = {
     "syn_loss": "SYNs are lost on the way",
     "loop_saturated": "an event loop thread has more work than one CPU does, and never blocks",
     "short_connections_client_closes": "the client closes short connections first and holds TIME_WAIT",
+    "slow_reader": "the application reading a flow is slower than its sender: its window closes",
+    "small_rcvbuf": "a receive buffer below the path's bandwidth-delay product caps the window",
+    "small_sndbuf": "a send buffer below the path's bandwidth-delay product caps what is in flight",
     "none": "nothing is wrong",
 }
 # Each fix: the causes it cures (full points), those it helps (half), and whether a seed
@@ -70,6 +73,11 @@ FIXES: dict[str, dict[str, Any]] = {
     "widen_port_range": {"cures": set(), "helps": {"short_connections_client_closes"}, "myth": None},
     "lower_tcp_fin_timeout": {"cures": set(), "helps": set(), "myth": "C34 (TIME_WAIT stays 60 s)"},
     "tcp_tw_recycle": {"cures": set(), "helps": set(), "myth": "C45 (removed in Linux 4.12)"},
+    "fix_read_loop": {"cures": {"slow_reader"}, "helps": set(), "myth": None},
+    "bigger_rcvbuf": {"cures": {"small_rcvbuf"}, "helps": set(), "myth": None},
+    "remove_so_rcvbuf": {"cures": {"small_rcvbuf"}, "helps": set(), "myth": None},
+    "bigger_sndbuf": {"cures": {"small_sndbuf"}, "helps": set(), "myth": None},
+    "raise_rmem_max": {"cures": set(), "helps": set(), "myth": "C54 (rmem_max does not cap autotuning)"},
     "nothing": {"cures": {"none"}, "helps": set(), "myth": None},
 }
 FAMILIES = (*NAMES, "none")

@@ -29,6 +29,13 @@ HINTS: dict[str, list[str]] = {
         "client's errors (EADDRNOTAVAIL).",
         "probes/time_wait.bt: active closes per endpoint and failed connects with their errno.",
     ],
+    "socket_buffers": [
+        "Look at the established connections' buffers: who waits for whom?",
+        "`ss -tinm` on the sender: rwnd_limited and sndbuf_limited against busy, per connection; on the "
+        "receiver Recv-Q against skmem rb, and `nstat -az TcpExtTCPToZeroWindowAdv`.",
+        "probes/socket_buffers.bt (or `make capture PROBES=socket_buffers`): per flow, writes held back and reads "
+        "that left the buffer half full.",
+    ],
     "none": [
         "Compare each family's counters with what a quiet host shows before you blame one.",
         "`nstat -az` twice, 10 s apart: ListenOverflows, RetransSegs, and the client's failed connects.",
@@ -45,6 +52,8 @@ FASTEST: dict[str, list[str]] = {
               "bpftrace probes/epoll.bt  (that thread's epoll_wait never blocks)"],
     "time_wait": ["ip netns exec CLI ss -tan state time-wait | awk '{print $5}' | sort | uniq -c",
                   "ip netns exec CLI sysctl net.ipv4.ip_local_port_range"],
+    "socket_buffers": ["ip netns exec CLI ss -tin  (rwnd_limited near busy on one connection)",
+                       "ip netns exec SRV ss -tnm  (Recv-Q near rb on its reader)"],
     "none": ["make capture NETNS=... then make report: no finding, every family checked"],
 }  # fmt: skip
 
@@ -65,6 +74,11 @@ MYTHS: dict[str, list[str]] = {
     "time_wait": [
         "C34: lowering tcp_fin_timeout does not shorten TIME_WAIT (60 s, fixed).",
         "C45: tcp_tw_recycle was removed in Linux 4.12.",
+    ],
+    "socket_buffers": [
+        "C52: a slow reader does not overflow its buffer into loss: it closes its window (TCPToZeroWindowAdv).",
+        "C53: SetReadBuffer (SO_RCVBUF) turns receive autotuning off: a bigger fixed buffer only delays the stall.",
+        "C54: net.core.rmem_max does not cap autotuning; raising it alone changes nothing.",
     ],
     "none": ["A counter that moves is not a fault: compare with the rate the host normally runs at."],
 }

@@ -56,6 +56,13 @@ FAULTS: dict[str | None, dict[str, Any]] = {
         "parameters": {"EXHAUST_RATE": [100, 150, 200]},
         "page": "A client on {cli} logs 'cannot assign requested address' toward {srv}.",
     },
+    "socket_buffers": {
+        "variant": "buffer",
+        "cause": "slow_reader",
+        "role": "flow_bulk_slow",
+        "parameters": {"READ_EVERY_SLOW": ["100ms", "200ms", "400ms"]},
+        "page": "An upload from {cli} to {srv} crawls at a fraction of the link; neither host is busy.",
+    },
     None: {
         "variant": "healthy",
         "cause": "none",
@@ -79,6 +86,9 @@ LISTENER_ROLES = ("HEAVY_PORT", "SMALL_PORT", "IDLE_PORT", "EXHAUST_PORT", "LIGH
 LISTENER_PORTS = range(8000, 8100)
 FLOW_PORTS = range(5200, 5300)
 FLOW_CLIENT_PORTS = range(5300, 5400)
+# The two bulk flows (bufflow): their servers' and clients' ports.
+BULK_PORTS = range(7000, 7100)
+BULK_CLIENT_PORTS = range(5400, 5500)
 LOOPS = 4  # the lab's event-loop threads, loop0..loop3
 
 
@@ -111,6 +121,11 @@ def draw(seed: int) -> Incident:
     # Drawn last, so the draws before it are those of the seeds that came before it.
     env["HOT_LOOP"] = str(rng.randrange(LOOPS))
     env["IP_VERSION"] = str(rng.choice(sorted(ADDRESSES)))
+    # The bulk flows' ports, after every earlier draw (the socket-buffer family came later).
+    slow, fast = rng.sample(BULK_PORTS, 2)
+    slow_c, fast_c = rng.sample(BULK_CLIENT_PORTS, 2)
+    env.update(BULK_SLOW_PORT=str(slow), BULK_FAST_PORT=str(fast), BULK_SLOW_CPORT=str(slow_c),
+               BULK_FAST_CPORT=str(fast_c))  # fmt: skip
     srv, cli = addresses(env)
     objects = lab_objects(env)
     faulty = objects[faulty_role(family, env)] if family else None
@@ -140,6 +155,8 @@ def lab_objects(env: dict[str, str]) -> dict[str, str]:
         "listener_idle": at(srv, env["IDLE_PORT"]),
         "flow_clean": f"{at(cli, env['CLEAN_CPORT'])}->{at(srv, env['CLEAN_PORT'])}",
         "flow_lossy": f"{at(cli, env['LOSSY_CPORT'])}->{at(srv, env['LOSSY_PORT'])}",
+        "flow_bulk_slow": f"{at(cli, env['BULK_SLOW_CPORT'])}->{at(srv, env['BULK_SLOW_PORT'])}",
+        "flow_bulk_fast": f"{at(cli, env['BULK_FAST_CPORT'])}->{at(srv, env['BULK_FAST_PORT'])}",
         **{f"loop{i}": f"loop{i}" for i in range(LOOPS)},
         "endpoint_exhaust": at(srv, env["EXHAUST_PORT"]),
         "endpoint_light": at(srv, env["LIGHT_PORT"]),

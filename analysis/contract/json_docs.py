@@ -4,6 +4,7 @@ sweep.json): one JSON Schema (draft 2020-12) each, validated by the loaders and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from analysis.families import NAMES
 
@@ -35,6 +36,8 @@ def _obj(description: str, props: dict, required: tuple[str, ...] = (), **kw) ->
     return {"type": "object", "description": description, "properties": props, "required": list(required), **kw}
 
 
+# Every lab of the tree (labs/<lab>/lab.sh): a family's lab needs no entry of its own here.
+LABS = sorted(p.parent.name for p in (Path(__file__).resolve().parents[2] / "labs").glob("*/lab.sh"))
 _INODE = _t("integer", "network namespace inode", minimum=1)
 _PORT = _t("integer", "TCP port", minimum=1, maximum=65535)
 _NS_NAME = _t("string", "network namespace name")
@@ -43,9 +46,7 @@ _EPOCH_S = _t("number", "epoch seconds", minimum=EPOCH_MIN, maximum=EPOCH_MAX)
 LAB_SCHEMA = _obj(
     "the lab that made the run (scripts/lab, labs/<lab>/lab.sh lab_json), or null for a plain capture",
     {
-        "lab": _t(
-            "string", "lab name", enum=["accept-overflow", "retransmit", "time-wait", "epoll", "busy-host", "runtimes"]
-        ),
+        "lab": _t("string", "lab name (labs/<lab>/lab.sh)", enum=LABS),
         "variant": _t("string", "variant name"),
         "summary": _t("string", "one line: what the variant did"),
         "command": _t("string", "the make command that repeats it"),

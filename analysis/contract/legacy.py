@@ -15,7 +15,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, 9, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, 9, 10, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,11 @@ def _tw_sockets_from_v1(df: pd.DataFrame) -> pd.DataFrame:
     # v2 leaves out; kept as read: every reader takes the client side (service_local 0), which
     # both list.
     return _now(df, "tw_sockets")
+
+
+def _sock_buffers_from_v1(df: pd.DataFrame) -> pd.DataFrame:
+    # A flow's re-sent segments and the spurious ones among them were not recorded before contract 11.
+    return _now(df.assign(retrans_total=pd.NA, dsack_dups=pd.NA), "sock_buffers")
 
 
 def _now(df: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -155,16 +160,32 @@ _TW_SOCKETS_V1 = _without(
 )
 
 
+# sock_buffers.csv as contract 10 wrote it.
+_SOCK_BUFFERS_V1 = _without(
+    "sock_buffers",
+    1,
+    "ss -tinm state established per sample: each TCP flow that sent since the previous listing, is new, or "
+    "holds unread data; at the first listing every flow.",
+    "retrans_total",
+    "dsack_dups",
+)
+
+
 # Tables a contract did not have: read as empty from runs of that contract.
 # threads.csv (contract 6): the scheduler's per-thread clocks for the listeners' processes.
 # processes.csv (contract 6): each listening process's executable.
 # containers.csv (contract 7): the names of the host's containers and pods.
+# sb_flow.csv and sock_buffers.csv (contract 10): the socket-buffer family's probe and flows.
+_SOCKET_BUFFERS = frozenset({"sb_flow", "sock_buffers"})
 ABSENT_IN_CONTRACT: dict[int, frozenset[str]] = {
-    2: frozenset({"rt_flow", "threads", "processes", "containers"}),
-    3: frozenset({"threads", "processes", "containers"}),
-    4: frozenset({"threads", "processes", "containers"}),
-    5: frozenset({"threads", "processes", "containers"}),
-    6: frozenset({"containers"}),
+    2: frozenset({"rt_flow", "threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    3: frozenset({"threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    4: frozenset({"threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    5: frozenset({"threads", "processes", "containers"}) | _SOCKET_BUFFERS,
+    6: frozenset({"containers"}) | _SOCKET_BUFFERS,
+    7: _SOCKET_BUFFERS,
+    8: _SOCKET_BUFFERS,
+    9: _SOCKET_BUFFERS,
 }
 
 LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
@@ -319,6 +340,7 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     7: {},
     8: {},
     9: {},
+    10: {"sock_buffers": Legacy(_SOCK_BUFFERS_V1, _sock_buffers_from_v1)},
 }
 # The accept-queue tables gained sock_ino in contract 10 (aq_listener's v1, contract 2, is above).
 for _contract in range(2, 10):

@@ -33,7 +33,7 @@ from .columns import (
 )
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 10
+CONTRACT_VERSION = 11
 
 
 # How every CSV is read (analysis/load), stated once for the doc.
@@ -300,6 +300,73 @@ TABLES: dict[str, Table] = {
             key=("time_s", "pid", "tid", "comm"),
         ),
         Table(
+            "sb_flow",
+            "sb_flow.csv",
+            "probes/socket_buffers.bt",
+            1,
+            "Per interval, per TCP socket (its local and remote address and port) whose writes found the send "
+            "buffer full or the sender held back, or whose reads left the receive buffer half full or the window "
+            "closed, or had a receive buffer pinned by SO_RCVBUF; only such writes and reads are counted (a "
+            "healthy flow has no row). A flow between two local namespaces has a row from its writer's socket "
+            "and one from its reader's. Absent in runs of contract 9 or older.",
+            (
+                PROBE_TIME,
+                NETNS,
+                Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                Col("laddr", STR, "local address"),
+                Col("lport", INT, "local port", PORT),
+                Col("raddr", STR, "remote address"),
+                Col("rport", INT, "remote port", PORT),
+                count_col(
+                    "limited_writes",
+                    "writes (sendmsg returns) that found the send buffer full or the flow limited: the sum of the "
+                    "two columns below, less writes counted in both",
+                ),
+                count_col(
+                    "writes_blocked",
+                    "non-blocking writes that returned EAGAIN: the send buffer was full (a blocking writer sleeps "
+                    "instead, and is not counted)",
+                ),
+                count_col(
+                    "writes_rwnd_limited",
+                    "writes while the flow's tcp_info chrono said rwnd_limited: the peer's receive window held the "
+                    "sender back",
+                ),
+                count_col(
+                    "writes_sndbuf_limited",
+                    "writes while the chrono said sndbuf_limited: the send buffer was the limit",
+                ),
+                count_col("sndbuf_locked_writes", "of limited_writes, those on a socket whose SO_SNDBUF was set"),
+                count_col("sndbuf_sum", "sk_sndbuf (bytes) summed over limited_writes: / limited_writes = its mean"),
+                count_col(
+                    "wqueue_sum",
+                    "sk_wmem_queued (bytes queued to send, unacknowledged included) summed over limited_writes",
+                ),
+                count_col(
+                    "noted_reads",
+                    "reads (recvmsg calls that returned data) that left the receive queue at least half the buffer "
+                    "(payload bytes x 2 >= sk_rcvbuf) or the window closed, or on a socket whose SO_RCVBUF was set",
+                ),
+                count_col(
+                    "reads_zero_window",
+                    "reads after which the window last advertised (tcp_sock rcv_wnd) was still 0: the read did not "
+                    "free enough to reopen it",
+                ),
+                count_col("reads_half_full", "reads that left the receive queue at least half the buffer"),
+                count_col(
+                    "rcvbuf_locked_reads",
+                    "of noted_reads, those on a socket whose SO_RCVBUF was set (receive autotuning off)",
+                ),
+                count_col("rcvbuf_sum", "sk_rcvbuf (bytes) summed over noted_reads: / noted_reads = its mean"),
+                count_col(
+                    "rcvq_sum",
+                    "bytes the reader left queued after each of noted_reads (rcv_nxt - copied_seq), summed: / "
+                    "noted_reads = its mean",
+                ),
+            ),
+            key=("time_s", "netns", "family", "laddr", "lport", "raddr", "rport"),
+        ),
+        Table(
             "counters",
             "counters.csv",
             "collector/sample-netns",
@@ -448,6 +515,79 @@ TABLES: dict[str, Table] = {
                 Col("runq_ns", INT, "time runnable, waiting for a CPU (ns; schedstat field 2)", NONNEG),
             ),
             key=("time_s", "netns", "pid", "tid"),
+        ),
+        Table(
+            "sock_buffers",
+            "sock_buffers.csv",
+            "collector/sample-netns",
+            2,
+            "ss -tinm state established per sample: each TCP flow that sent since the previous listing (its "
+            "busy clock moved), is new, or holds unread data; at the first listing every flow (the baseline the "
+            "capture's deltas start from). The clocks and byte counts are the kernel's own (tcp_info), "
+            "cumulative since the flow began. Above sample-netns --flows-per-sample (default 2048) sockets in "
+            "the namespace, only about one sample in ceil(inuse / that) lists the flows. Absent in runs of "
+            "contract 9 or older, and in contract-10 runs made before the sampler listed flows.",
+            (
+                SAMPLE_TIME,
+                NETNS,
+                Col("laddr", STR, "local address"),
+                Col("lport", INT, "local port", PORT),
+                Col("raddr", STR, "remote address"),
+                Col("rport", INT, "remote port", PORT),
+                count_col("recv_q", "Recv-Q: bytes received and not yet read by the application"),
+                count_col("send_q", "Send-Q: bytes written and not yet acknowledged by the peer"),
+                Col("rmem", INT, "skmem r: receive memory in use (bytes; empty: not shown)", NONNEG, nullable=True),
+                Col(
+                    "rcvbuf",
+                    INT,
+                    "skmem rb: the receive buffer's size (sk_rcvbuf, bytes; autotuned unless SO_RCVBUF was set)",
+                    NONNEG,
+                    nullable=True,
+                ),
+                Col("wqueue", INT, "skmem w: bytes queued to send (sk_wmem_queued)", NONNEG, nullable=True),
+                Col("sndbuf", INT, "skmem tb: the send buffer's size (sk_sndbuf, bytes)", NONNEG, nullable=True),
+                Col("drops", INT, "skmem d: packets the socket dropped (sk_drops)", NONNEG, nullable=True),
+                count_col("busy_ms", "tcp_info busy time: the flow had data to send (ms, cumulative)"),
+                count_col(
+                    "rwnd_limited_ms",
+                    "of busy_ms, the time the peer's receive window held the sender back (ms, cumulative)",
+                ),
+                count_col(
+                    "sndbuf_limited_ms",
+                    "of busy_ms, the time the send buffer was the limit (ms, cumulative)",
+                ),
+                Col("rtt_ms", FLOAT, "smoothed RTT (ms; empty: not shown)", NONNEG, nullable=True),
+                Col("minrtt_ms", FLOAT, "the least RTT seen: the path's (ms; empty: not shown)", NONNEG, nullable=True),
+                Col(
+                    "snd_wnd",
+                    INT,
+                    "the peer's advertised window as the sender holds it (bytes); empty: ss printed none (0, or a "
+                    "kernel or ss without it)",
+                    NONNEG,
+                    nullable=True,
+                ),
+                count_col("notsent", "bytes written and not yet sent"),
+                count_col("bytes_acked", "bytes the peer acknowledged (cumulative)"),
+                count_col("bytes_received", "bytes received (cumulative)"),
+                Col(
+                    "retrans_total",
+                    INT,
+                    "tcp_info total_retrans: segments this socket re-sent (cumulative); empty: not recorded "
+                    "(contract 10)",
+                    NONNEG,
+                    nullable=True,
+                ),
+                Col(
+                    "dsack_dups",
+                    INT,
+                    "tcp_info dsack_dups: of those, the ones the peer reported received twice (D-SACK): "
+                    "spurious, not lost (cumulative; kernels 5.0+); empty: not recorded (contract 10)",
+                    NONNEG,
+                    nullable=True,
+                ),
+            ),
+            optional=True,
+            key=("time_s", "netns", "laddr", "lport", "raddr", "rport"),
         ),
         Table(
             "processes",

@@ -36,7 +36,7 @@ LOOP_STARVED_RUNQ_OF_REST = Threshold(
     "was neither on a CPU nor blocked: starved of CPU (the machine's CPU, not its own work)",
 )
 LOOP_MIN_STARVED_RUNQ = Threshold(
-    "loop_min_starved_runq", 0.1, "...and waiting for a CPU at least this share of the window"
+    "loop_min_starved_runq", 0.02, "...and waiting for a CPU at least this share of the window"
 )
 LOOP_MIN_BUSY = Threshold(
     "loop_min_busy",

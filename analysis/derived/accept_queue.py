@@ -370,12 +370,8 @@ def interval_shape(rows: pd.DataFrame, emptied: pd.Series | None = None) -> dict
     # leave a few. Measured at interval ends with limit 16: sizing runs 0-11
     # (never two ends in a row at >= 8), overload (queue variant) 14-18.
     backlog_left = rows["depth_now"] >= (rows["limit"] // 2).clip(lower=1)
-    # An interval in which the application found the queue empty (EAGAIN from a non-blocking
-    # accept) did not keep a queue throughout, wherever its end landed: bursts every second
-    # against a one-second print can catch a draining burst at every end (a busy-host
-    # training incident called capacity in a CI run, 2026-11-27; its Go server accepted about
-    # 100 a second of its 440 and met an empty queue in each such interval). Overload does not
-    # (the queue lab's overflowing intervals: EAGAIN only in the first and the last).
+    # An interval in which the application found the queue empty (EAGAIN) did not keep a queue
+    # throughout, wherever its end landed (bursts against a one-second print; overload does not).
     drained = emptied if emptied is not None else pd.Series(False, index=rows.index)
     overflowing = rows["full_events"] > 0
     busy_full = (nearly_full_at_end | (backlog_left & overflowing)) & (rows["accepted"] > 0) & ~drained

@@ -10,6 +10,7 @@ whole server (the lab's sweep). Runs of contract 2 have tid = pid: there a
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..contract.verdict_thresholds import LOOP_WINDOW_MIN_S
@@ -197,44 +198,81 @@ def busy_windows(pt: pd.DataFrame, interval_s: float, min_events: int) -> pd.Dat
     return win.assign(blocked=(waited / ((win["end_s"] - win["start_s"]) * 1e9)).clip(upper=1.0))
 
 
+def _bracket(times: np.ndarray, start: float, end: float, slack_s: float) -> tuple[int, int] | None:
+    """The two samples (indexes into sorted times) that measure a window: the last at or before its
+    start (+ slack) and the first at or after its end (- slack), so a sampler that fell behind (a
+    busy or emulated host) still measures it; None when they span under MIN_WINDOW_S, or when more
+    of their span lies outside the window than inside."""
+    i0 = int(np.searchsorted(times, start + slack_s, side="right")) - 1
+    i1 = int(np.searchsorted(times, end - slack_s, side="left"))
+    if i0 < 0 or i1 >= len(times) or i1 <= i0:
+        return None
+    t0, t1 = float(times[i0]), float(times[i1])
+    outside = max(start - t0, 0.0) + max(t1 - end, 0.0)
+    if t1 - t0 < MIN_WINDOW_S or outside > (t1 - t0) - outside:
+        return None
+    return i0, i1
+
+
 def window_shares(threads: pd.DataFrame, windows: pd.DataFrame, slack_s: float = 0.5) -> pd.DataFrame:
     """Per thread of `windows` (busy_windows) that threads.csv samples: its share of the window on a
-    CPU and waiting for one, from the scheduler's clocks at its first and last sample within the
-    window (slack_s either side), and the span those two samples measured (cpu_from_s, cpu_to_s)."""
+    CPU and waiting for one, from the scheduler's clocks at the two samples that measure the window
+    (_bracket), and the span they measured (cpu_from_s, cpu_to_s)."""
     cols = ["cpu_window", "runq_window", "cpu_from_s", "cpu_to_s"]
+    out = pd.DataFrame(np.nan, columns=cols, index=windows.index, dtype=float)
     if threads.empty or windows.empty:
-        return pd.DataFrame(columns=cols, index=windows.index, dtype=float)
+        return out
     one = threads.drop_duplicates(["time_s", "pid", "tid"]).sort_values("time_s")
-    one = one.join(windows[["start_s", "end_s"]], on=["pid", "tid"], how="inner")
-    one = one[(one["time_s"] >= one["start_s"] - slack_s) & (one["time_s"] <= one["end_s"] + slack_s)]
-    g = one.groupby(["pid", "tid"])
-    first, last = g.first(), g.last()
-    span = (last["time_s"] - first["time_s"]).astype(float)
-    out = pd.DataFrame(
-        {
-            "cpu_window": (last["cpu_ns"] - first["cpu_ns"]).astype(float) / (span * 1e9),
-            "runq_window": (last["runq_ns"] - first["runq_ns"]).astype(float) / (span * 1e9),
-            "cpu_from_s": first["time_s"].astype(float),
-            "cpu_to_s": last["time_s"].astype(float),
-        }
-    )
-    return out[span >= MIN_WINDOW_S].reindex(windows.index)
+    for (pid, tid), rows in one.groupby(["pid", "tid"], sort=False):
+        key = (int(pid), int(tid))
+        if key not in windows.index:
+            continue
+        w = windows.loc[key]
+        times = rows["time_s"].to_numpy(dtype=float)
+        b = _bracket(times, float(w["start_s"]), float(w["end_s"]), slack_s)
+        if b is None:
+            continue
+        span = (times[b[1]] - times[b[0]]) * 1e9
+        cpu, runq = rows["cpu_ns"].to_numpy(dtype=float), rows["runq_ns"].to_numpy(dtype=float)
+        out.loc[key] = [(cpu[b[1]] - cpu[b[0]]) / span, (runq[b[1]] - runq[b[0]]) / span, times[b[0]], times[b[1]]]
+    return out
 
 
 def process_window_share(
     threads: pd.DataFrame, pid: int, start_s: float, end_s: float, slack_s: float = 0.5, column: str = "cpu_ns"
 ) -> float | None:
-    """A process's threads together on a CPU over a window (share of one CPU; threads.csv's
-    scheduler clocks between their first and last sample in it; column="runq_ns": runnable,
-    waiting for one); None when not sampled so."""
-    rows = threads[
-        (threads["pid"] == pid) & (threads["time_s"] >= start_s - slack_s) & (threads["time_s"] <= end_s + slack_s)
-    ]
-    rows = rows.drop_duplicates(["time_s", "tid"]).sort_values("time_s")
-    if rows.empty:
+    """A process's threads together on a CPU over a window (share of one CPU; threads.csv's scheduler
+    clocks at the two samples that measure it, _bracket; column="runq_ns": runnable, waiting for one;
+    a thread counts from the first of them it was sampled at); None when not sampled so."""
+    rows = threads[threads["pid"] == pid].drop_duplicates(["time_s", "tid"]).sort_values("time_s")
+    times = np.unique(rows["time_s"].to_numpy(dtype=float))
+    b = _bracket(times, start_s, end_s, slack_s) if len(times) else None
+    if b is None:
         return None
-    t0, t1 = float(rows["time_s"].iloc[0]), float(rows["time_s"].iloc[-1])
-    if t1 - t0 < MIN_WINDOW_S:
+    t0, t1 = times[b[0]], times[b[1]]
+    ends = rows[rows["time_s"].isin([t0, t1])].pivot_table(index="tid", columns="time_s", values=column)
+    both = ends.dropna()
+    return float((both[t1] - both[t0]).sum()) / ((t1 - t0) * 1e9)
+
+
+def process_busy_window(
+    pt: pd.DataFrame, threads: pd.DataFrame, pid: int, interval_s: float, min_events: int
+) -> dict | None:
+    """A process's busy window (its threads' events summed per interval; the window as
+    busy_windows'), the share of it its threads together spent blocked in epoll, and, from the
+    scheduler's clocks, on a CPU and waiting for one; None when it has no such window or no clocks."""
+    rows = pt[pt["pid"] == pid]
+    per = rows.groupby("time_s")[["events_sum", "wait_ns_sum"]].sum().sort_index()
+    active = per.index[per["events_sum"] >= min_events].astype(float)
+    if active.empty:
         return None
-    g = rows.groupby("tid")[column]
-    return float((g.last() - g.first()).sum()) / ((t1 - t0) * 1e9)
+    start, end = float(active.min()), float(active.max()) - interval_s
+    if end - start < MIN_WINDOW_S:
+        return None
+    inside = per[(per.index.astype(float) > start) & (per.index.astype(float) <= end)]
+    cpu = process_window_share(threads, pid, start, end)
+    runq = process_window_share(threads, pid, start, end, column="runq_ns")
+    if cpu is None or runq is None:
+        return None
+    blocked = min(float(inside["wait_ns_sum"].sum()) / ((end - start) * 1e9), 1.0)
+    return {"start_s": start, "end_s": end, "blocked": blocked, "cpu": cpu, "runq": runq}

@@ -9,6 +9,9 @@ import pandas as pd
 
 from . import RunLike
 from .counters import total_delta
+from .socket_buffers import sides
+
+FlowKey = tuple[int, str, int, str, int]  # netns, laddr, lport, raddr, rport: the sender's socket
 
 SEGMENT_COLS = ["data_segs", "syn_segs", "synack_segs"]
 # A flow that re-sent at least this share of its endpoint's data segments is named.
@@ -66,11 +69,39 @@ def endpoint_flows(run: RunLike, netns: int, laddr: str, raddr: str, port: int, 
     return fl[(svc == port) & (svc_local.astype(int) == local)]
 
 
-def flow_rates(flows: pd.DataFrame) -> dict[str, Any]:
-    """Retransmit rate of an endpoint's flows against their own data segments, and the worst flow."""
-    sent = int(flows["data_segs_out"].sum())
-    resent = int(flows["data_segs"].sum())
+def spurious_by_flow(run: RunLike) -> dict[FlowKey, int] | None:
+    """Per sending socket, the re-sent segments its peer reported received twice (tcp_info
+    dsack_dups over the capture, from the socket scan): the original had arrived, so they are no
+    loss (reordering on the path, a tail-loss probe, an RTO fired early on a busy host). None when
+    the run did not record them (contract 10 or older, or no socket scan)."""
+    sb = run.table("sock_buffers")
+    if sb.empty or sb["dsack_dups"].isna().all():
+        return None
+    return {k: s.deltas["dsack_dups"] for k, s in sides(run, probe=False).items() if s.deltas["dsack_dups"] > 0}
+
+
+def _spurious_per_flow(flows: pd.DataFrame, spurious: dict[FlowKey, int]) -> pd.Series:
+    """SPURIOUS for each of FLOWS' (lport, rport), 0 where the socket scan saw none."""
+    keys = flows[["netns", "laddr", "lport", "raddr", "rport"]].drop_duplicates()
+    out: dict[tuple[int, int], int] = {}
+    for k in keys.itertuples():
+        key = (int(k.netns), str(k.laddr), int(k.lport), str(k.raddr), int(k.rport))
+        out[(key[2], key[4])] = spurious.get(key, 0)
+    return pd.Series(out, dtype="int64")
+
+
+def flow_rates(flows: pd.DataFrame, spurious: dict[FlowKey, int] | None = None) -> dict[str, Any]:
+    """Retransmit rate of an endpoint's flows against their own data segments, and the worst flow.
+    The segments the peers reported received twice (SPURIOUS, spurious_by_flow) are not lost:
+    they count for neither; without them (None) every re-sent segment counts."""
     by_flow = flows.groupby(["lport", "rport"])[["data_segs", "data_segs_out"]].sum()
+    dups: dict[str, Any] = {"flow_spurious_segs": None}
+    if spurious is not None and not by_flow.empty:
+        dup = _spurious_per_flow(flows, spurious).reindex(by_flow.index, fill_value=0)
+        dups["flow_spurious_segs"] = int(dup.clip(upper=by_flow["data_segs"]).sum())
+        by_flow["data_segs"] = (by_flow["data_segs"] - dup).clip(lower=0)
+    sent = int(by_flow["data_segs_out"].sum())
+    resent = int(by_flow["data_segs"].sum())
     per = by_flow[by_flow["data_segs_out"] > 0]
     worst: dict[str, Any] = {}
     if not per.empty:
@@ -90,6 +121,7 @@ def flow_rates(flows: pd.DataFrame) -> dict[str, Any]:
         "flow_data_segs_out": sent,
         "flow_data_segs": resent,
         "flow_rate_pct": round(100 * resent / sent, 3) if sent else None,
+        **dups,
         **worst,
     }
 
@@ -111,7 +143,8 @@ def endpoint_rates(
 ) -> EndpointRates:
     """The retransmit rates of one endpoint (its rt_endpoint rows, its flows' flow_rates) over
     (t0, t1]; counter samples land up to one interval after the segments they count."""
-    data = int(rows["data_segs"].sum())
+    # Re-sent data the peers had received already is no loss (flow_rates).
+    data = max(int(rows["data_segs"].sum()) - (per_flow.get("flow_spurious_segs") or 0), 0)
     syn = int(rows["syn_segs"].sum() + rows["synack_segs"].sum())
     end = t1 + interval + 0.5
     sent = total_delta(run, netns, "OutSegs", t0, end)

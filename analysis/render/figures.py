@@ -17,6 +17,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from analysis.derived import socket_buffers as sbd
 from analysis.families import FAMILIES
 from analysis.findings import Finding
 from analysis.load import Run
@@ -50,6 +51,16 @@ def _event_loop_file(f: Finding) -> str:
     return f"event_loop_{s['pid']}" + (f"_{tid}" if tid is not None and tid != s["pid"] else "") + ".png"
 
 
+def _socket_buffers(run: Run, f: Finding) -> Figure:
+    s = f.subject
+    sides = sbd.sides(run)
+    if s.get("we_are") == "receiver":
+        reader = sides[(s["netns"], s["raddr"], s["rport"], s["laddr"], s["lport"])]
+        return plots.socket_buffers(run, reader, None)
+    sender = sides[(s["netns"], s["laddr"], s["lport"], s["raddr"], s["rport"])]
+    return plots.socket_buffers(run, sender, sbd.pair(sides, sender))
+
+
 # Plot name (families.conf `plots`) -> how a report draws it. A listener is (netns, lport).
 PLOTS: dict[str, Plot] = {
     "queue_depth": Plot(
@@ -77,6 +88,14 @@ PLOTS: dict[str, Plot] = {
         file=_event_loop_file,
         caption=lambda run, f: f"Event loop of {f.subject['comm']}",
         draw=lambda run, f: plots.event_loop(run, f.subject["pid"], f.subject.get("tid")),
+    ),
+    "socket_buffers": Plot(
+        file=lambda f: f"socket_buffers_{f.subject['lport']}_{f.subject['rport']}_{f.subject['netns']}.png",
+        caption=lambda run, f: (
+            f"Socket buffers of the flow {f.subject['laddr']}:{f.subject['lport']} -> "
+            f"{f.subject['raddr']}:{f.subject['rport']}"
+        ),
+        draw=_socket_buffers,
     ),
 }
 

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from analysis.derived import counters
 from analysis.derived.epoll import per_process, per_thread, wait_share
 from analysis.derived.retransmits import segments_per_interval
+from analysis.derived.socket_buffers import Side, limited_series
 from analysis.derived.time_wait import littles_law
 from analysis.kernel import TCP_TIMEWAIT_LEN_S
 from analysis.load import Run
@@ -147,6 +148,35 @@ def event_loop(run: Run, pid: int, tid: int | None = None) -> Figure:
     who = f"pid {pid}" + (f", tid {tid}" if tid is not None and tid != pid else "")
     ax.set_title(f"Event loop of {rows['comm'].iloc[0] if len(rows) else pid} ({who})")
     fig.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def socket_buffers(run: Run, sender: Side, receiver: Side | None) -> Figure:
+    """One flow per sample: the share of each sample's time its sender had data to send and was held
+    back by the receiver's window or its own send buffer (tcp_info's clocks), and the queues on both
+    ends (the sender's Send-Q, the receiver's Recv-Q)."""
+    s = limited_series(run, sender)
+    t = s["time_s"].astype(float) - run.start
+    dt = s["time_s"].diff().fillna(1.0).clip(lower=1e-3) * 1000
+    fig, (top, low) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+    top.step(t, 100 * s["busy_ms"] / dt, where="pre", label="busy (data to send)")
+    top.step(t, 100 * s["rwnd_limited_ms"] / dt, where="pre", label="held back by the receiver's window")
+    top.step(t, 100 * s["sndbuf_limited_ms"] / dt, where="pre", label="held back by its send buffer")
+    top.set_ylabel("% of each sample")
+    top.set_ylim(0, 110)
+    top.legend(fontsize=7, loc="lower right")
+    low.plot(t, s["send_q"] / 1024, "o-", ms=3, label="sender Send-Q")
+    if receiver is not None:
+        r = limited_series(run, receiver)
+        low.plot(r["time_s"].astype(float) - run.start, r["recv_q"] / 1024, "o-", ms=3, label="receiver Recv-Q")
+        if receiver.rcvbuf:
+            low.axhline(receiver.rcvbuf / 1024, ls="--", color="red", label="receiver rcvbuf")
+    low.set_ylabel("KB")
+    low.set_xlabel("seconds since capture start")
+    low.legend(fontsize=7, loc="upper right")
+    flow = f"{sender.laddr}:{sender.lport} -> {sender.raddr}:{sender.rport}"
+    top.set_title(f"Flow {flow} ({run.netns_label(sender.netns)})")
     fig.tight_layout()
     return fig
 

@@ -432,8 +432,10 @@ def _evaluate_listener(run: RunView, key: SocketKey, rows: pd.DataFrame, ns: _Na
     probe_ev["first_full_rel_s"] = window["start_rel_s"] + li.interval
     probe_ev["last_full_rel_s"] = window["end_rel_s"]
     if key not in ns.full_times:
-        # Full while the captured counter did not rise then: no connection was dropped; not implicated.
-        chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", "no_overflows_then", counter_ev)]
+        # Full while no connection was dropped on it: the captured counter did not rise then, or
+        # its own drop counter did not rise at all (the namespace's overflows were a neighbour's).
+        counter_key = "own_drops_zero" if ns.own_drops(key) == 0 else "no_overflows_then"
+        chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", counter_key, counter_ev)]
         return Finding(KIND, "absent", subject, window=window, chain=chain)
     emptied = None if key in ns.merged else found_empty(run, key, li.rows)
     cause_class, class_ev = _classify(li.rows, emptied)
@@ -549,6 +551,11 @@ def _from_own_drops(
     if _drops_not_overflows(rows) and probe_ev is not None:
         chain = [Link("probe", "never_full", probe_ev), Link("counter", "drops_not_overflows", counter_ev)]
         return Finding(KIND, "absent", subject, chain=chain)
+    if counter_ev["listen_drops"] == 0:
+        # Every overflow and every SYN or ACK a listener drops for want of room is counted in its
+        # namespace's ListenDrops; a socket's drops with none there were other discards.
+        chain = [_own_drops_probe(run, probe_ev), Link("counter", "no_listen_drops", counter_ev)]
+        return Finding(KIND, "absent", subject, chain=chain)
     command = f"make capture NETNS={run.netns_label(ns.netns)} PROBES=accept_queue DURATION=60"
     return Finding(
         KIND,
@@ -585,6 +592,20 @@ def _overflowed(rows: pd.DataFrame | None, drops: int | None) -> bool:
     return (rows is not None and not full_intervals(rows).empty) or (drops or 0) > 0
 
 
+# A group is judged as one queue when every member overflowed comparably: its least member's own
+# drops at least this share of its most's (else a stalled member beside neighbours that dropped a
+# few in one host-wide pause is that member's fault, not the group's).
+GROUP_COMPARABLE_DROPS = 0.25
+
+
+def _whole_group(members: list[SocketKey], mine: dict[SocketKey, pd.DataFrame], drops: dict) -> bool:
+    """Every member overflowed, and comparably so where their own drop counters say how much."""
+    if not all(_overflowed(mine.get(m), drops[m]) for m in members):
+        return False
+    known = [d for d in drops.values() if d is not None]
+    return len(known) < len(members) or min(known) >= GROUP_COMPARABLE_DROPS * max(known)
+
+
 def _member_numbers(run: RunView, key: SocketKey, rows: pd.DataFrame | None, drops: int | None) -> dict[str, Any]:
     """One member of a group as its neighbours' findings cite it: its owner and its own numbers."""
     owner = socket_owner(run, key)
@@ -612,7 +633,7 @@ def _groups(run: RunView, ns: _Namespace, mine: dict[SocketKey, pd.DataFrame]) -
         if len(members) < 2:
             continue
         drops = {m: ns.own_drops(m) for m in members}
-        if all(_overflowed(mine.get(m), drops[m]) for m in members):
+        if _whole_group(members, mine, drops):
             group = SocketKey(netns, laddr, lport, 0)
             out = {k: g for k, g in out.items() if k not in members}
             out[group] = group_rows([mine[m] for m in members if m in mine])
@@ -651,7 +672,10 @@ def _namespace(run: RunView, inode: int, mine: dict[SocketKey, pd.DataFrame]) ->
     interval = interval_s(run)
     for k, g in sockets.items():
         f = full_intervals(g)
-        if not f.empty and (not counted or bool(samples_near(overflows, f["time_s"], interval).any())):
+        # The socket's own drop counter, where ss showed it, says whether those overflows were its
+        # own (a neighbour's were counted in the same namespace and seconds).
+        dropped = ns.own_drops(k) != 0
+        if not f.empty and dropped and (not counted or bool(samples_near(overflows, f["time_s"], interval).any())):
             ns.full_times[k] = f["time_s"].astype(float).tolist()
             ns.full_events[k] = int(g["full_events"].sum())
     return ns, sockets

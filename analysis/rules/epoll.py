@@ -34,6 +34,7 @@ from ..derived.epoll import (
     cpu_share_schedstat,
     loop_numbers_of,
     per_thread,
+    process_busy_window,
     process_cpu_per_sample,
     process_wait_share,
     process_window_share,
@@ -148,10 +149,8 @@ def _busy_rows(
     waited and found work at every call; when its CPU time is known, also on the CPU, or no thread
     of its process waited then while the process was on the CPU (a Go server's poller thread is
     not the one that runs its requests). Not "on the CPU" for a process the scheduler's clock
-    shows idle: a light Go server's poller (5 conn/s, 0.1 % of a CPU), whose few sampled waits
-    ended in other intervals, was called saturated (a CI run, 2026-11-26). Per interval: over a
-    whole run the process share is diluted by the time before and after a load (a saturated
-    GOMAXPROCS=1 server read 0.49)."""
+    shows idle (a light Go server's poller). Per interval: over a whole run the process share is
+    diluted by the time before and after a load."""
     share = wait_share(pt, interval)
     active = pt["events_sum"] >= MIN_EVENTS
     busy = active & (share < MAX_WAIT_SHARE) & (pt["ret_zero"] <= MAX_EMPTY_SHARE * pt["calls"])
@@ -349,6 +348,11 @@ def _window_verdict(th: Any) -> str | None:
         return None
     if blocked >= MAX_WAIT_SHARE:
         return "waits"
+    return _shares_verdict(cpu, runq, blocked)
+
+
+def _shares_verdict(cpu: float, runq: float, blocked: float) -> str:
+    """For a loop that never waits: saturated, cpu_starved, off_cpu or unknown (thresholds above)."""
     if cpu >= MIN_SATURATED_CPU:
         return "saturated"
     rest = max(1.0 - cpu - blocked, 0.0)
@@ -423,6 +427,7 @@ def _finding(
     probe_ev: dict[str, Any],
     verdict: str,
     span: tuple[float, float],
+    probe_key: str = "never_waits",
 ) -> Finding:
     """A loop that never waits: saturated by its own work, or starved of CPU; the whole chain."""
     pid, tid = int(subject["pid"]), int(subject["tid"])
@@ -438,7 +443,7 @@ def _finding(
         chain=[
             Link("symptom", "client" if wrk else "not_captured", wrk),
             Link("counter", "no_kernel_counter", _counter_evidence(run, subject, held)),
-            Link("probe", "never_waits", probe_ev),
+            Link("probe", probe_key, probe_ev),
             Link("cause", cause, _cause_evidence(run, subject)),
             Link("fix", cause, {"server": server_of(run, None, pid)}),
             _verification(run),
@@ -475,8 +480,58 @@ def _evaluate(run: RunView) -> list[Finding]:
     table = table.join(windows).join(window_shares(threads, windows))
     loops = _Loops(pt, ls, interval, per_thread_data, table, busy)
     loops.holders = holders
-    found = (_evaluate_thread(run, loops, th) for th in loops.threads.itertuples())
-    return _one_per_process([f for f in found if f is not None]) + unchecked
+    found = [f for f in (_evaluate_thread(run, loops, th) for th in loops.threads.itertuples()) if f is not None]
+    return _by_process(run, loops, threads, _one_per_process(found)) + unchecked
+
+
+def _by_process(run: RunView, loops: _Loops, threads: pd.DataFrame, found: list[Finding]) -> list[Finding]:
+    """A server process none of whose threads was found saturated, judged as one loop when its threads
+    take turns at it (Go's runtime: a non-blocking poll on whichever thread runs out of work, edge
+    events, so half the polls come back empty): over its busy window none of its threads blocked in
+    epoll; then the one rule on the process's clocks (saturated, starved of CPU, unknown). The
+    finding names its thread with the most events and replaces that thread's own verdict."""
+    confirmed = {int(f.subject["pid"]) for f in found if f.is_finding}
+    out = list(found)
+    for pid in sorted(set(loops.pt["pid"].astype(int)) - confirmed):
+        win = process_busy_window(loops.pt, threads, pid, loops.interval, MIN_EVENTS)
+        if win is None or win["blocked"] >= MAX_WAIT_SHARE:
+            continue
+        verdict = _shares_verdict(win["cpu"], win["runq"], win["blocked"])
+        if verdict in (None, "off_cpu"):
+            continue
+        th = _busiest_thread(loops, pid)
+        f = _process_finding(run, loops, th, win, verdict)
+        if f is not None:
+            out = [x for x in out if x.subject.get("tid") != f.subject["tid"]] + [f]
+    return out
+
+
+def _busiest_thread(loops: _Loops, pid: int) -> Any:
+    """The process's thread with the most epoll events (the one a reader looks for)."""
+    t = loops.threads.loc[[pid]].sort_values("events_sum", ascending=False)
+    return next(t.itertuples())
+
+
+def _process_finding(run: RunView, loops: _Loops, th: Any, win: dict[str, float], verdict: str) -> Finding | None:
+    pid, tid = (int(x) for x in th.Index)
+    subject, held = _subject(loops, pid, tid, th)
+    if not subject["listen_ports"]:
+        return None
+    probe_ev = _probe_evidence(run, loops, th)
+    probe_ev.update(
+        judged_as="process",
+        window_verdict=verdict,
+        process_window_from_rel_s=round(win["start_s"] - run.start, 1),
+        process_window_to_rel_s=round(win["end_s"] - run.start, 1),
+        process_blocked_window_pct=_pct(win["blocked"], 2),
+        process_cpu_window_pct=_pct(win["cpu"], 1),
+        process_runq_window_pct=_pct(win["runq"], 1),
+    )
+    if verdict == "unknown":
+        chain = [Link("probe", "unknown_process", probe_ev)]
+        return Finding(KIND, "not_checked", subject, cause_class="loop_unknown", chain=chain)
+    span = (win["start_s"], win["end_s"])
+    return _finding(run, loops, th, subject, held, probe_ev, verdict, span, "never_waits_process")
 
 
 def _not_sampled(run: RunView, pt: pd.DataFrame, served: pd.DataFrame, interval: float) -> list[Finding]:

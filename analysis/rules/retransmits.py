@@ -5,7 +5,8 @@ Chain: symptom (lab client: throughput and failures; else the retransmit rate)
     with the probe's segment count)
  -> probe (retransmitted segments per endpoint, SYN apart from data; data
     retransmits against the endpoint's own flows' data segments, never against
-    the whole namespace's: a lossy flow beside a heavy clean one is not diluted)
+    the whole namespace's: a lossy flow beside a heavy clean one is not diluted;
+    less those the peer reported received twice, tcp_info dsack_dups: not lost)
  -> cause (data loss on the path, or SYNs lost; the loss a lab injected; an accept queue
     that overflowed, from the probe or, without it, the server's ListenOverflows; unknown
     where neither could be seen)
@@ -22,14 +23,23 @@ import pandas as pd
 from ..derived import connects, interval_s
 from ..derived.addresses import is_loopback, listeners_serving
 from ..derived.counters import sampled, total_delta
-from ..derived.retransmits import EndpointRates, endpoint_flows, endpoint_rates, flow_rates, reconcile
+from ..derived.retransmits import (
+    EndpointRates,
+    FlowKey,
+    endpoint_flows,
+    endpoint_rates,
+    flow_rates,
+    reconcile,
+    spurious_by_flow,
+)
 from ..findings import Finding, Link, Status
 from .base import Rule, RunView
 
 KIND = "retransmit_storm"
 # aq_listener: retransmits toward (or from) a listener whose accept queue was
 # full are that overflow, not the path.
-INPUTS = ("rt_endpoint", "rt_flow", "aq_listener", "counters", "connects")
+# sock_buffers: the flows' own D-SACK counts, re-sent segments that were not lost.
+INPUTS = ("rt_endpoint", "rt_flow", "aq_listener", "counters", "connects", "sock_buffers")
 
 # A storm: at least this share of the data segments the endpoint's own flows sent
 # re-sent (runs of contract 2, without per-flow data: of the namespace's sent
@@ -234,10 +244,10 @@ def _verification(run: RunView, netns_label: str) -> Link:
 # -- one endpoint, the run -----------------------------------------------------------------------------
 
 
-def _evaluate_endpoint(run: RunView, ep: _Endpoint, interval: int) -> Finding:
+def _evaluate_endpoint(run: RunView, ep: _Endpoint, interval: int, spurious: dict[FlowKey, int] | None) -> Finding:
     t0, t1 = float(ep.rows["time_s"].min()) - interval, float(ep.rows["time_s"].max())
     flows = endpoint_flows(run, ep.netns, ep.laddr, ep.raddr, ep.port, ep.local)
-    subject, per_flow = _subject(run, ep, flow_rates(flows) if flows is not None else {})
+    subject, per_flow = _subject(run, ep, flow_rates(flows, spurious) if flows is not None else {})
     rates = endpoint_rates(run, ep.netns, ep.rows, per_flow, t0, t1, interval)
     probe_ev = _probe_evidence(ep, rates, per_flow, interval)
     if not _storm(rates):
@@ -266,9 +276,10 @@ def _evaluate(run: RunView) -> list[Finding]:
     rt = run.table("rt_endpoint")
     interval = interval_s(run)
     out: list[Finding] = []
+    spurious = spurious_by_flow(run) if not rt.empty else None
     for key, rows in rt.groupby(KEY, sort=True):
         ep = _Endpoint(int(key[0]), str(key[1]), str(key[2]), int(key[3]), int(key[4]), rows)
-        out.append(_evaluate_endpoint(run, ep, interval))
+        out.append(_evaluate_endpoint(run, ep, interval, spurious))
     return out
 
 

@@ -103,10 +103,21 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         ),
         Opt(" {group_text}"),
     ),
+    ("counter", "own_drops_zero"): (
+        "Kernel counter: this socket's own drop counter (sk_drops, ss -m) did not move while it was full",
+        Opt(", though TcpExt.ListenOverflows in {netns_label} rose by {listen_overflows_in_window} then"),
+        ": no connection met its full queue; the namespace's overflows were other sockets' drops.",
+    ),
     ("counter", "drops_not_overflows"): (
         "Kernel counter: this socket's own drop counter (sk_drops, ss -m) rose by {listener_drops}, but the probe "
         "read its queue at every enqueue and it never reached its limit: these were not overflows (a listener "
         "counts there the RSTs and stray segments it discards too).",
+    ),
+    ("counter", "no_listen_drops"): (
+        "Kernel counter: this socket's own drop counter (sk_drops, ss -m) rose by {listener_drops}, but its "
+        "namespace {netns_label} counted no ListenDrops, where the kernel counts every connection a listener "
+        "drops for want of room: these were other discards (a retransmitted SYN that reaches a connection "
+        "still being set up, an RST, a stray segment), not overflows.",
     ),
     ("probe", "not_sampled"): (
         "Probe: its queue reached depth {depth_max} against limit {limit}",
@@ -349,10 +360,10 @@ def _group(ev: dict[str, Any]) -> None:
     """The SO_REUSEPORT group beside a member's numbers, or that a group was judged as one queue."""
     others = ev.get("group_others")
     if others:
-        healthy = [m for m in others if not m.get("full_events") and not m.get("drops")]
+        clean = [m for m in others if m.get("drops") == 0 or (is_missing(m.get("drops")) and not m.get("full_events"))]
         ev["group_text"] = (
             f"It is one of the {len(others) + 1} sockets of a SO_REUSEPORT group on this address and port, each "
-            f"with its own queue; {len(healthy)} of the others kept up. The others: "
+            f"with its own queue; {len(clean)} of the {len(others)} others dropped nothing. The others: "
             + "; ".join(_member_text(m) for m in others)
             + "."
         )

@@ -67,6 +67,25 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         Opt("{sample_text}"),
         Opt("{others_text}"),
     ),
+    ("probe", "never_waits_process"): (
+        "Probe: no thread of its process blocked in epoll over its busy window ({process_window_from_rel_s} s to "
+        "{process_window_to_rel_s} s: {process_blocked_window_pct} %): its threads take turns at the loop (a runtime "
+        "such as Go's polls from whichever thread runs out of work, with edge-triggered events",
+        Opt(": {empty_share_pct} % of this thread's polls came back empty"),
+        "). The process was on a CPU {process_cpu_window_pct} % of that window and its threads waited for one "
+        "{process_runq_window_pct} % (the scheduler's clocks, all its threads together).",
+        Opt(" This thread, the one with the most events: {calls_per_s} calls/s"),
+        Opt(", {nonblocking_share_pct} % non-blocking polls"),
+        Opt(", {events_per_call} events per call"),
+        ".",
+        Opt("{sample_text}"),
+    ),
+    ("probe", "unknown_process"): (
+        "Probe: no thread of its process blocked in epoll over its busy window ({process_window_from_rel_s} s to "
+        "{process_window_to_rel_s} s: {process_blocked_window_pct} %); the process was on a CPU "
+        "{process_cpu_window_pct} % and its threads waited for one {process_runq_window_pct} %: neither saturated "
+        "nor starved of CPU by the rule's thresholds; where the rest went needs an off-CPU profile of the process.",
+    ),
     ("probe", "waits"): (
         "Probe: the loop waits",
         Opt(" (median {wait_share_median_pct} % of each busy interval blocked in epoll)"),
@@ -100,10 +119,10 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "clients (a listener elsewhere) or is a client itself was not checked. Run `{command}`.",
     ),
     ("cause", "cpu_starved"): (
-        "Cause: the machine's CPU, not the loop's own work: it found work at every call, and spent more of the "
-        "rest of its time runnable, waiting for a CPU, than blocked or asleep",
+        "Cause: the machine's CPU: the loop found work at every call and was ready to run, but spent most of the "
+        "time it was not on a CPU waiting for one (the run queue), not blocked or asleep",
         Opt(" (GOMAXPROCS={gomaxprocs}, {work_per_request} of CPU per request)"),
-        ".",
+        ". Whatever its own load, other work on its CPUs holds it back.",
     ),
     ("fix", "cpu_starved"): (
         "Fix: give the loop a CPU: what else runs on its CPUs (the run queue: top, pidstat, perf sched), a CPU "

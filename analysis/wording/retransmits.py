@@ -53,6 +53,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
             ". Its {flows_retransmitting} retransmitting flow(s) sent {flow_data_segs_out} data segments "
             "and re-sent {flow_rate_pct} % of them"
         ),
+        Opt(", not counting {flow_spurious_segs} re-sent segments their peers reported received twice (D-SACK)"),
         Opt("; worst flow (ports {worst_flow}): {worst_flow_rate_pct} %"),
         Opt("; one flow re-sent {flow_share_pct} % of the endpoint's retransmitted data"),
         ".",
@@ -60,6 +61,7 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ("probe", "below_threshold"): (
         "Probe: {data_segs} data, {syn_segs} SYN and {synack_segs} SYN-ACK retransmits, ",
         Opt("{flow_rate_pct} % of the {flow_data_segs_out} data segments its own flows sent"),
+        Opt(" (less {flow_spurious_segs} re-sent segments the peers reported received twice, D-SACK)"),
         Opt("{rate_pct} % of segments sent in the namespace"),
         ": below a storm.",
     ),

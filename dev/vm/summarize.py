@@ -157,15 +157,14 @@ def family_verdict(run: Path, kind: str, lab: dict | None) -> tuple[str, bool]:
 def cost_per_event(d: Path, fam: str, ran_file: str | None) -> str:
     """The probe's mean in-kernel time per event and the event count (bpfstats), or "-" when none ran."""
     stats = load(d / f"bpfstats-{fam}.json") or {}
+    # A capture runs its lab's probe files as one bundle (probes.bt): then the cost is the bundle's.
+    name = Path(ran_file).name if ran_file else ""
+    bundle = name not in stats and "probes.bt" in stats
     # Event programs only: the interval program (perf_event) prints, it is not per event.
-    progs = {
-        k: v
-        for k, v in stats.get(Path(ran_file).name if ran_file else "", {}).items()
-        if not k.startswith("perf_event:")
-    }
+    progs = {k: v for k, v in stats.get("probes.bt" if bundle else name, {}).items() if not k.startswith("perf_event:")}
     cnt = sum(p["run_cnt"] for p in progs.values())
     ns = sum(p["run_time_ns"] for p in progs.values())
-    return f"{ns / cnt:.0f} ns x {cnt}" if cnt else "-"
+    return (f"{ns / cnt:.0f} ns x {cnt}" + (" (the lab's bundle)" if bundle else "")) if cnt else "-"
 
 
 def main() -> int:

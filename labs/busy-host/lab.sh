@@ -19,6 +19,8 @@
 #              lossy  iperf3 198.18.0.2:5312 -> :5202 at 10 Mbit/s (iperf3 --cport
 #                     fixes the data stream's client port, so an nftables rule on
 #                     the path's bridge can drop that flow's packets only)
+#   bulk       bufflow 198.18.0.2:5401 -> :7001 and :5402 -> :7002, each written at 1 MB/s
+#              [BULK_RATE] by a non-blocking writer, each read by its own bufflow server
 #   loops      loopserver :9000-9003: four threads loop0..loop3, each its own epoll
 #              loop and port; wrk -c8 paced (20 ms think time) on loop N [HOT_LOOP,
 #              default 0], wrk -c2 paced on the next one, the other two idle
@@ -35,6 +37,9 @@
 #             20 ms think time ask for more than one CPU, loop N never blocks
 #   ports     150 conn/s to :8083 (healthy: 10): 500 ports / 60 s = 8.3 conn/s
 #             sustainable, EADDRNOTAVAIL after ~3.3 s; :8084 keeps working
+#   buffer    the reader of the bulk flow to :7001 takes 4 KB every 100 ms (healthy: as fast
+#             as it comes): its window closes and its writer is held back (rwnd_limited);
+#             :7002 beside it keeps up
 #   healthy   nothing wrong
 #
 # The clients' own logs go to <run>/lab/ (connects-<name>.csv, iperf3-<name>.json,
@@ -47,18 +52,20 @@
 # those files (per flow: iperf3's and ss's retransmits of the same socket; per
 # endpoint: the client's EADDRNOTAVAIL count; per loop thread: CPU share).
 
-LAB_VARIANTS=(listener flow loop ports healthy)
+LAB_VARIANTS=(listener flow loop ports buffer healthy)
 # Over IPv4 or IPv6 (IP_VERSION, scripts/lab): training incidents draw either.
 LAB_IP_VERSIONS=(4 6)
 # No LAB_PROBES: the lab is about telling objects of every family apart, so scripts/lab
 # runs every family of probes/families.conf.
-LAB_BINARIES=(aqserver connload loopserver)
+LAB_BINARIES=(aqserver connload loopserver bufflow)
 # Ports may be set from the environment (training/incidents.py draws them, so that the faulty
 # object is not always the same port); the defaults are the ones this header names.
 HEAVY_PORT=${HEAVY_PORT:-8080} SMALL_PORT=${SMALL_PORT:-8081} IDLE_PORT=${IDLE_PORT:-8082}
 EXHAUST_PORT=${EXHAUST_PORT:-8083} LIGHT_PORT=${LIGHT_PORT:-8084}
 CLEAN_PORT=${CLEAN_PORT:-5201} LOSSY_PORT=${LOSSY_PORT:-5202} CLEAN_CPORT=${CLEAN_CPORT:-5311}
 LOSSY_CPORT=${LOSSY_CPORT:-5312}
+BULK_SLOW_PORT=${BULK_SLOW_PORT:-7001} BULK_FAST_PORT=${BULK_FAST_PORT:-7002}
+BULK_SLOW_CPORT=${BULK_SLOW_CPORT:-5401} BULK_FAST_CPORT=${BULK_FAST_CPORT:-5402}
 LOOP_PORT=9000 LOOPS=4 LOOP_THINK_MS=20
 # The busy loop (wrk -c8; the hot one under `loop`) and the lightly loaded one after it.
 HOT_LOOP=${HOT_LOOP:-0}
@@ -74,27 +81,32 @@ busy-host variants (environment overrides in brackets); every variant runs every
   flow      5 % [LOSS_PCT] of the lossy flow's packets dropped (iperf3 at 10 Mbit/s)
   loop      loop$HOT_LOOP [HOT_LOOP] spins 10ms [HOT_WORK] per request under wrk -c8 with 20 ms think time
   ports     150 conn/s [EXHAUST_RATE] to :$EXHAUST_PORT from 500 client ports [PORT_RANGE]
+  buffer    the reader of the bulk flow to :$BULK_SLOW_PORT takes 4096 bytes every 100ms [READ_EVERY_SLOW]
   healthy   backlog 256, no loss, 200us per request, 10 conn/s: nothing wrong
   all:      ${LOAD_SECONDS:-8}s of load [LOAD_SECONDS]; heavy listener 300 conn/s [HEAVY_RATE];
-            clean flow 200 Mbit/s [CLEAN_RATE]; light endpoint 5 conn/s [LIGHT_RATE]
+            clean flow 200 Mbit/s [CLEAN_RATE]; light endpoint 5 conn/s [LIGHT_RATE];
+            bulk flows 1000000 bytes/s each [BULK_RATE]
 TEXT
 }
 
 lab_params() {
 	local want_backlog=${BACKLOG:-} want_loss=${LOSS_PCT:-} want_work=${HOT_WORK:-} want_rate=${EXHAUST_RATE:-}
+	local want_every=${READ_EVERY_SLOW:-}
 	BACKLOG=${want_backlog:-256} LOSS_PCT=${want_loss:-0} HOT_WORK=${want_work:-200us} EXHAUST_RATE=${want_rate:-10}
+	READ_EVERY_SLOW=0s
 	case $1 in
 	listener) BACKLOG=${want_backlog:-16} ;;
 	flow) LOSS_PCT=${want_loss:-5} ;;
 	loop) HOT_WORK=${want_work:-10ms} ;;
 	ports) EXHAUST_RATE=${want_rate:-150} ;;
+	buffer) READ_EVERY_SLOW=${want_every:-100ms} ;;
 	esac
 	FAULT=$1
 	[[ $1 != healthy ]] || FAULT=""
 	LOAD_SECONDS=${LOAD_SECONDS:-8} BURST=${BURST:-100} HEAVY_RATE=${HEAVY_RATE:-300} LIGHT_RATE=${LIGHT_RATE:-5}
-	CLEAN_RATE=${CLEAN_RATE:-200M} LOSSY_RATE=${LOSSY_RATE:-10M} LOOP_WORK=200us
+	CLEAN_RATE=${CLEAN_RATE:-200M} LOSSY_RATE=${LOSSY_RATE:-10M} LOOP_WORK=200us BULK_RATE=${BULK_RATE:-1000000}
 	PORT_RANGE=${PORT_RANGE:-40000 40499}
-	LAB_SUMMARY="${FAULT:-nothing} wrong: small listener backlog $BACKLOG, lossy flow ${LOSS_PCT}% loss, loop$HOT_LOOP ${HOT_WORK}/request, $EXHAUST_RATE conn/s to :$EXHAUST_PORT from ports ${PORT_RANGE/ /-}; ${LOAD_SECONDS}s of load"
+	LAB_SUMMARY="${FAULT:-nothing} wrong: small listener backlog $BACKLOG, lossy flow ${LOSS_PCT}% loss, loop$HOT_LOOP ${HOT_WORK}/request, $EXHAUST_RATE conn/s to :$EXHAUST_PORT from ports ${PORT_RANGE/ /-}, the reader of :$BULK_SLOW_PORT one read per ${READ_EVERY_SLOW/#0s/nothing}; ${LOAD_SECONDS}s of load"
 	LAB_MAX_SECONDS=$((LOAD_SECONDS + 120))
 	# The lossy flow's drops happen on the path between the hosts, as on a real
 	# network, where a trainee on the server (scripts/train) cannot list them.
@@ -181,6 +193,20 @@ start_iperf3_server() {
 	die "iperf3 server $name did not start"
 }
 
+# start_sink NAME PORT READ_EVERY: a bufflow reader; how often it reads goes through the environment
+# (TQ_SERVER_FLAGS) as aqserver's flags do: the two readers' command lines are alike.
+start_sink() {
+	local name=$1 port=$2 every=$3 pid size=131072
+	[[ $every == 0s ]] || size=4096
+	TQ_SERVER_FLAGS="-io-size $size -read-every $every" ip netns exec "$SRV_NS" "$PACK_ROOT/build/bin/bufflow" \
+		-role sink -listen "$(host_port "$SRV_IP" "$port")" -duration "${LAB_MAX_SECONDS}s" \
+		-ready-file "$work/sink-$port.ready" -stats "$work/$name.json" 2>"$work/$name.err" &
+	pid=$!
+	cleanup_push "stop_process $pid TERM 5"
+	SERVER_PIDS[$name]=$pid
+	wait_ready "$work/sink-$port.ready" "$pid" "$name"
+}
+
 start_loopserver() {
 	local pid i works=()
 	# Each loop's CPU per request, through the environment as start_aq's flags.
@@ -202,15 +228,17 @@ start_loopserver() {
 	((${#LOOP_TIDS[@]} == LOOPS)) || die "found ${#LOOP_TIDS[@]} loop threads in loopserver (pid $LOOP_PID), not $LOOPS"
 }
 
-# ss -ti of the two iperf3 data flows (client side) every 0.2 s: the kernel's
-# own per-socket retransmit count (retrans:<now>/<total>) while they live.
+# ss -ti of the two iperf3 data flows and the two bulk flows (client side) every 0.2 s: the
+# kernel's own per-socket retransmit count (retrans:<now>/<total>) and its clocks (busy,
+# rwnd_limited, sndbuf_limited) while they live.
 # Both samplers end at their next turn once $work/samplers.stop exists.
 sample_flows() {
 	local out=$1
 	while [[ ! -e $work/samplers.stop ]]; do
 		echo "=== ${EPOCHREALTIME/,/.}" >>"$out"
 		ip netns exec "$CLI_NS" ss -tinH state established \
-			"( sport = :$CLEAN_CPORT or sport = :$LOSSY_CPORT )" >>"$out" 2>/dev/null || true
+			"( sport = :$CLEAN_CPORT or sport = :$LOSSY_CPORT or sport = :$BULK_SLOW_CPORT or sport = :$BULK_FAST_CPORT )" \
+			>>"$out" 2>/dev/null || true
 		sleep 0.2
 	done
 }
@@ -235,9 +263,11 @@ start_servers() {
 	start_aq light "$LIGHT_PORT" 4096 -wait-close
 	start_iperf3_server clean "$CLEAN_PORT"
 	start_iperf3_server lossy "$LOSSY_PORT"
+	start_sink bulk_slow "$BULK_SLOW_PORT" "$READ_EVERY_SLOW"
+	start_sink bulk_fast "$BULK_FAST_PORT" 0s
 	start_loopserver
 	printf 'function delay()\n\treturn %d\nend\n' "$LOOP_THINK_MS" >"$work/pace.lua"
-	log "servers up: aqserver :$HEAVY_PORT :$SMALL_PORT :$IDLE_PORT :$EXHAUST_PORT :$LIGHT_PORT, iperf3 :$CLEAN_PORT :$LOSSY_PORT, loopserver pid $LOOP_PID threads ${LOOP_TIDS[*]}"
+	log "servers up: aqserver :$HEAVY_PORT :$SMALL_PORT :$IDLE_PORT :$EXHAUST_PORT :$LIGHT_PORT, iperf3 :$CLEAN_PORT :$LOSSY_PORT, bufflow :$BULK_SLOW_PORT :$BULK_FAST_PORT, loopserver pid $LOOP_PID threads ${LOOP_TIDS[*]}"
 }
 
 # Every client at once, in the background (start_client); their logs in $run/lab/.
@@ -256,6 +286,10 @@ start_clients() {
 		-connect-timeout 2s -out "$run/lab/connects-light.csv"
 	start_client clean iperf3 -c "$SRV_IP" -p "$CLEAN_PORT" --cport "$CLEAN_CPORT" -t "$LOAD_SECONDS" -b "$CLEAN_RATE" -J
 	start_client lossy iperf3 -c "$SRV_IP" -p "$LOSSY_PORT" --cport "$LOSSY_CPORT" -t "$LOAD_SECONDS" -b "$LOSSY_RATE" -J
+	start_client bulk_slow "$PACK_ROOT/build/bin/bufflow" -role source -target "$(host_port "$SRV_IP" "$BULK_SLOW_PORT")" \
+		-cport "$BULK_SLOW_CPORT" -rate "$BULK_RATE" -duration "$secs" -stats "$run/lab/bufflow-bulk_slow.json"
+	start_client bulk_fast "$PACK_ROOT/build/bin/bufflow" -role source -target "$(host_port "$SRV_IP" "$BULK_FAST_PORT")" \
+		-cport "$BULK_FAST_CPORT" -rate "$BULK_RATE" -duration "$secs" -stats "$run/lab/bufflow-bulk_fast.json"
 	start_client loop-busy wrk -t1 -c8 -d"$secs" -s "$work/pace.lua" "http://$(host_port "$SRV_IP" $((LOOP_PORT + HOT_LOOP)))/"
 	start_client loop-light wrk -t1 -c2 -d"$secs" -s "$work/pace.lua" "http://$(host_port "$SRV_IP" $((LOOP_PORT + LIGHT_LOOP)))/"
 }
@@ -286,6 +320,7 @@ lab_run() {
 		case $name in
 		clean | lossy) cp "$work/client-$name.out" "$run/lab/iperf3-$name.json" ;;
 		loop*) cp "$work/client-$name.out" "$run/lab/wrk-$name.txt" ;;
+		bulk*) ;; # bufflow wrote its counts into $run/lab/bufflow-$name.json
 		*) log "  $name: $(tail -1 "$work/client-$name.err")" ;;
 		esac
 	done
@@ -320,6 +355,8 @@ lab_json() {
 		clean_cport="$CLEAN_CPORT" lossy_cport="$LOSSY_CPORT" \
 		backlog="$BACKLOG" burst="$BURST" heavy_rate="$HEAVY_RATE" exhaust_rate="$EXHAUST_RATE" \
 		light_rate="$LIGHT_RATE" clean_rate="$CLEAN_RATE" lossy_rate="$LOSSY_RATE" loss_pct="$LOSS_PCT" \
+		bulk_slow_port="$BULK_SLOW_PORT" bulk_fast_port="$BULK_FAST_PORT" bulk_slow_cport="$BULK_SLOW_CPORT" \
+		bulk_fast_cport="$BULK_FAST_CPORT" bulk_rate="$BULK_RATE" read_every_slow="$READ_EVERY_SLOW" \
 		loop_pid="$LOOP_PID" loop_port="$LOOP_PORT" loops="$LOOPS" loop_think_ms="$LOOP_THINK_MS" \
 		loop_work="$LOOP_WORK" hot_work="$HOT_WORK" hot_loop="$HOT_LOOP" clk_tck="$(getconf CLK_TCK)" "${pids[@]}"
 }

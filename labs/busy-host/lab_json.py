@@ -9,7 +9,8 @@ measured side, read from the lab's own files: per listener aqserver's stats
 same socket (LABDIR/iperf3-<name>.json, LABDIR/ss-flows.txt); per endpoint the
 client's connects and EADDRNOTAVAIL count (LABDIR/connects-<name>.csv); per loop
 thread its CPU share over the load (LABDIR/task-stat.csv) and the loop's own
-account (WORK/loops.json). Files not written yet (the first call, before the lab
+account (WORK/loops.json); per bulk flow its writer's and reader's own counts
+(LABDIR/bufflow-<name>.json, WORK/<name>.json). Files not written yet (the first call, before the lab
 ran) give null. Prints one JSON object.
 """
 
@@ -34,7 +35,7 @@ def declared(a: dict[str, str], server_pids: dict[str, int]) -> dict[str, Any]:
     srv_ip, cli_ip = a["srv_ip"], a["cli_ip"]
     n = {k: int(a[k]) for k in a if k.endswith(("_port", "_cport")) or k in ("backlog", "burst", "loss_pct")}
     listeners = declared_listeners(a, n)
-    flows = declared_flows(a, n)
+    flows = declared_flows(a, n) + declared_bulk(a, n)
     endpoints = declared_endpoints(a, n)
     threads = declared_loop_threads(a, n)
     return {
@@ -132,6 +133,24 @@ def declared_flows(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]
     ]
 
 
+def declared_bulk(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]:
+    """The two bufflow flows, client to server; "bulk_slow" is the faulty one under fault=buffer
+    (its reader takes 4 KB per read_every_slow)."""
+    return [
+        {
+            "name": name,
+            "laddr": a["cli_ip"],
+            "lport": n[f"{name}_cport"],
+            "raddr": a["srv_ip"],
+            "rport": n[f"{name}_port"],
+            "rate_bytes_per_s": raw(a["bulk_rate"]),
+            "read_every": a["read_every_slow"] if name == "bulk_slow" else "0s",
+            "faulty": a["fault"] == "buffer" and name == "bulk_slow",
+        }
+        for name in ("bulk_slow", "bulk_fast")
+    ]
+
+
 def declared_endpoints(a: dict[str, str], n: dict[str, int]) -> list[dict[str, Any]]:
     """The two connecting clients' endpoints; "exhaust" is the faulty one under fault=ports."""
     return [
@@ -197,6 +216,9 @@ def ss_last(files: Path) -> dict[int, dict[str, Any]]:
             info: dict[str, Any] = {"time_s": t}
             r = re.search(r"\bretrans:(\d+)/(\d+)", line)
             info["retrans_total"] = int(r.group(2)) if r else 0
+            for clock in ("busy", "rwnd_limited", "sndbuf_limited"):
+                r = re.search(rf"\b{clock}:(\d+)ms", line)
+                info[f"{clock}_ms"] = int(r.group(1)) if r else 0
             for name in ("data_segs_out", "segs_out"):
                 r = re.search(rf"\b{name}:(\d+)", line)
                 info[name] = int(r.group(1)) if r else None
@@ -204,9 +226,10 @@ def ss_last(files: Path) -> dict[int, dict[str, Any]]:
     return ss
 
 
-def add_flows(lab: dict[str, Any], files: Path) -> None:
+def add_flows(lab: dict[str, Any], work: Path, files: Path) -> None:
     """Per flow: iperf3's own count (tcp_info total_retrans of the data stream at
-    its end) and the last ss -ti sample of the same socket."""
+    its end) and the last ss -ti sample of the same socket; a bulk flow's writer and
+    reader counts (bufflow's)."""
     ss = ss_last(files)
     for fl in lab["flows"]:
         j = load(files / f"iperf3-{fl['name']}.json")
@@ -221,6 +244,11 @@ def add_flows(lab: dict[str, Any], files: Path) -> None:
             }
         fl["ss_last"] = ss.get(fl["lport"])
         fl["server_pid"] = lab["server_pids"].get(fl["name"])
+        if fl["name"].startswith("bulk_"):
+            w = ((load(files / f"bufflow-{fl['name']}.json") or {}).get("flows") or [None])[0]
+            r = ((load(work / f"{fl['name']}.json") or {}).get("flows") or [None])[0]
+            fl["writer"] = {k: w[k] for k in ("bytes", "calls", "eagain")} if w else None
+            fl["reader"] = {k: r[k] for k in ("bytes", "calls")} if r else None
 
 
 def add_endpoints(lab: dict[str, Any], files: Path) -> None:
@@ -285,7 +313,7 @@ def main(argv: list[str]) -> int:
     for ls in lab["listeners"]:
         ls["pid"] = lab["server_pids"].get(ls["name"])
         ls["stats"] = load(work / f"{ls['name']}.json")
-    add_flows(lab, files)
+    add_flows(lab, work, files)
     add_endpoints(lab, files)
     add_loops(lab, work, files)
     print(json.dumps(lab))

@@ -15,6 +15,8 @@ OBJECT_LABELS = {
     "endpoint": ("netns", "raddr", "port", "side"),
     "destination": ("netns", "raddr", "rport"),
     "loop": ("pid", "tid", "comm"),
+    # one TCP socket, local end first: a flow between two watched namespaces is two objects
+    "flow": ("netns", "laddr", "lport", "raddr", "rport"),
 }
 
 
@@ -31,7 +33,7 @@ def _m(name: str, kind: str, labels: tuple[str, ...], help_: str, file: str) -> 
     return Metric(PREFIX + name, kind, labels, help_, file)
 
 
-_L, _E, _D, _T = (OBJECT_LABELS[k] for k in ("listener", "endpoint", "destination", "loop"))
+_L, _E, _D, _T, _F = (OBJECT_LABELS[k] for k in ("listener", "endpoint", "destination", "loop", "flow"))
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in [
@@ -163,6 +165,61 @@ METRICS: dict[str, Metric] = {
             _T,
             "Events per epoll_wait call that returned some, last interval.",
             "epoll",
+        ),
+        # Per flow (TCP socket): tcp_info's own clocks and skmem from sock_diag, no probe needed...
+        _m(
+            "flow_busy_seconds_total",
+            "counter",
+            _F,
+            "Time the socket had data to send (tcp_info busy, the kernel's clock; counted while it is listed).",
+            "flows",
+        ),
+        _m(
+            "flow_rwnd_limited_seconds_total",
+            "counter",
+            _F,
+            "Of the busy time, the time the peer's receive window held the sender back (tcp_info rwnd_limited).",
+            "flows",
+        ),
+        _m(
+            "flow_sndbuf_limited_seconds_total",
+            "counter",
+            _F,
+            "Of the busy time, the time its own send buffer held the sender back (tcp_info sndbuf_limited).",
+            "flows",
+        ),
+        _m("flow_recv_queue_bytes", "gauge", _F, "Bytes received and not yet read (Recv-Q) at the last scan.", "flows"),
+        _m("flow_send_queue_bytes", "gauge", _F, "Bytes written and not yet acknowledged (Send-Q).", "flows"),
+        _m("flow_rcvbuf_bytes", "gauge", _F, "The receive buffer's size (skmem rb: sk_rcvbuf).", "flows"),
+        _m("flow_sndbuf_bytes", "gauge", _F, "The send buffer's size (skmem tb: sk_sndbuf).", "flows"),
+        # ...and the socket_buffers probe's writes and reads.
+        _m(
+            "flow_writes_blocked_total",
+            "counter",
+            _F,
+            "Non-blocking writes that found the send buffer full (EAGAIN).",
+            "socket_buffers",
+        ),
+        _m(
+            "flow_writes_rwnd_limited_total",
+            "counter",
+            _F,
+            "Writes while the peer's receive window held the sender back.",
+            "socket_buffers",
+        ),
+        _m(
+            "flow_writes_sndbuf_limited_total",
+            "counter",
+            _F,
+            "Writes while the send buffer held the sender back.",
+            "socket_buffers",
+        ),
+        _m(
+            "flow_reads_zero_window_total",
+            "counter",
+            _F,
+            "Reads that found the window this socket last advertised closed (the reader had stopped its peer).",
+            "socket_buffers",
         ),
         # Per network namespace: the kernel counters the per-object numbers reconcile with.
         _m(

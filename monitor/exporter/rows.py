@@ -94,6 +94,17 @@ def loop(t: Tables, r: Row, now: float, interval: int) -> None:
     t.fams["loop"].add(key, now, c, wait_ns / 1e10 + calls / 1e6, gauges)
 
 
+def flow(t: Tables, r: Row, now: float, interval: int) -> None:
+    c = {
+        "flow_writes_blocked_total": int(r["writes_blocked"]),
+        "flow_writes_rwnd_limited_total": int(r["writes_rwnd_limited"]),
+        "flow_writes_sndbuf_limited_total": int(r["writes_sndbuf_limited"]),
+        "flow_reads_zero_window_total": int(r["reads_zero_window"]),
+    }
+    key = (str(int(r["netns"])), r["laddr"], r["lport"], r["raddr"], r["rport"])
+    t.fams["flow"].add(key, now, c, float(sum(c.values())))
+
+
 # The records the exporter turns into metrics; the others (per-flow rt_flow, per-call
 # aq_listen, per-process aq_accept, rt_resets) are not kept (probe-to-csv --only).
 ROWS_USED: dict[str, Callable[[Tables, Row, float, int], None]] = {
@@ -102,4 +113,5 @@ ROWS_USED: dict[str, Callable[[Tables, Row, float, int], None]] = {
     "tw_connect": connect,
     "tw_close": close,
     "ep_loop": loop,
+    "sb_flow": flow,
 }

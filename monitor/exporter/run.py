@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from . import textfile
+from .flows import FlowScan
 from .health import Health
 from .listeners import ListenerScan
 from .metrics import FILES, PREFIX
@@ -23,7 +24,7 @@ from .supervise import Member, Probe, Supervisor, log
 from .threads import ThreadScan, with_children
 
 # What feeds metrics without any probe (the sampled tier): metric files always fed.
-SAMPLED = {"sockets", "threads", "netns", "owners", "exporter"}
+SAMPLED = {"sockets", "threads", "flows", "netns", "owners", "exporter"}
 
 
 def _probes(args: argparse.Namespace) -> list[Probe]:
@@ -60,6 +61,7 @@ class Exporter:
         owners.mkdir(parents=True, exist_ok=True)
         self.listeners = ListenerScan(root / "collector" / "sample-netns", owners)
         self.threads = ThreadScan(root / "collector" / "sample-netns")
+        self.flows = FlowScan(root / "collector" / "sample-netns", self.state / "flow-clocks")
         self.owners = OwnerScan(root / "collector" / "list-containers")
         self.loop_pids: set[int] = set()  # the processes of the last scan's loop threads
         self.sup = Supervisor(self.probes, root / "collector" / "probe-to-csv", self.state, list(ROWS_USED),
@@ -82,10 +84,11 @@ class Exporter:
 
     def scan_objects(self, now: float) -> None:
         """The sampled tier, every write: listeners (sock_diag), then the threads of their
-        owners and of the event loops the epoll probe named (procfs)."""
+        owners and of the event loops the epoll probe named (procfs), then the flows (sock_diag)."""
         self.listeners.scan(self.fams["listener"], self.ns, self.netns_to_watch(), now)
         self.loop_pids = with_children(self.listeners.owners) | self.tables.probe_loop_pids(now)
         self.threads.scan(self.fams["loop"], self.loop_pids, now)
+        self.flows.scan(self.fams["flow"], self.ns, self.netns_to_watch(), now)
 
     def write(self, now: float) -> None:
         self.tables.before_write(now)
@@ -121,6 +124,7 @@ def serve(ex: Exporter) -> int:
     finally:
         ex.sup.close()
         ex.listeners.close()
+        ex.flows.close()
         if not ex.args.keep_files:
             textfile.remove(ex.out)
         (ex.state / "ready").unlink(missing_ok=True)

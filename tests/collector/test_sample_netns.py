@@ -407,3 +407,55 @@ def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> N
         sockstat, tw = _sockstat_and_tw(tmp_path, name)  # the default: 2048 a sample
         assert [r["tw_listed"] for r in sockstat] == ["1"] * 8
         assert {r["time_s"] for r in tw} == {r["time_s"] for r in sockstat}
+
+
+# `ss -tinmH state established` in the client namespace of a socket-buffers lab run by hand
+# (2026-11-28, iproute2 6.1.0): a slow reader's writer (rwnd_limited), a writer with SO_SNDBUF 8192
+# (sndbuf_limited), and both ends of an IPv6 loopback flow, its reader behind: verbatim (ss pads
+# the first lines of each socket with blanks).
+BUFFERS_OUTPUT = Path(__file__).parent / "data" / "ss-tinmH-established.txt"
+
+
+def _buffers_of_self(env: dict[str, str], state: Path) -> list[dict[str, str]]:
+    r = subprocess.run([str(ROOT / "collector" / "sample-netns"), "--buffers-of", "--state", str(state),
+                        str(os.getpid())], capture_output=True, text=True, check=True, env=env)  # fmt: skip
+    return list(csv.DictReader(io.StringIO(r.stdout)))
+
+
+def test_flows_with_their_clocks_queues_and_buffers(tmp_path: Path) -> None:
+    """--buffers-of (the exporter's, and capture's sock_buffers.csv): every flow at the first
+    listing, with tcp_info's clocks and skmem; then only the flows whose busy clock moved, or that
+    hold unread data."""
+    _need_root()  # nsenter into our own namespace
+    text = BUFFERS_OUTPUT.read_text()
+    env = _with_fake_ss(tmp_path, text)
+    (tmp_path / "state").mkdir()
+    rows = {(r["laddr"], r["lport"], r["raddr"], r["rport"]): r for r in _buffers_of_self(env, tmp_path / "state")}
+    assert len(rows) == 4
+    slow = rows[("198.18.9.2", "50720", "198.18.9.1", "7000")]
+    assert (slow["busy_ms"], slow["rwnd_limited_ms"], slow["sndbuf_limited_ms"]) == ("3964", "3540", "0")
+    assert (slow["send_q"], slow["sndbuf"], slow["wqueue"], slow["snd_wnd"], slow["minrtt_ms"]) == (
+        "394024",
+        "580608",
+        "404008",
+        "8192",
+        "40.731",
+    )
+    small = rows[("198.18.9.2", "45938", "198.18.9.1", "7001")]
+    assert (small["sndbuf_limited_ms"], small["sndbuf"], small["bytes_acked"]) == ("2420", "16384", "3937113")
+    reader = rows[("::1", "7002", "::1", "58894")]
+    assert (reader["recv_q"], reader["rmem"], reader["rcvbuf"], reader["drops"], reader["busy_ms"]) == (
+        "113628",
+        "130916",
+        "131072",
+        "7",
+        "0",
+    )
+    assert rows[("::1", "58894", "::1", "7002")]["snd_wnd"] == ""  # ss prints none at 0
+    # The same table again: nothing sent since; only the reader holding data is listed.
+    again = _buffers_of_self(env, tmp_path / "state")
+    assert [(r["lport"], r["recv_q"]) for r in again] == [("7002", "113628")]
+    # One writer's busy clock moves: it is listed again.
+    (tmp_path / "out.txt").write_text(text.replace("busy:3960ms", "busy:4960ms"))
+    again = _buffers_of_self(env, tmp_path / "state")
+    assert sorted(r["lport"] for r in again) == ["45938", "7002"]

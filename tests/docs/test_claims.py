@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from analysis.derived import counters
 from analysis.derived.epoll import per_process
 from analysis.derived.time_wait import observed_time_wait_length
 from analysis.load import Run
+from analysis.rules import evaluate_all
 from tests.conftest import ROOT, fixture_run
 
 SIZING = "accept-overflow-sizing"
@@ -260,3 +262,76 @@ def test_tw_recycle_is_gone() -> None:
     """C45: the seeds still set tcp_tw_recycle=0; the key was removed in Linux 4.12."""
     assert not Path("/proc/sys/net/ipv4/tcp_tw_recycle").exists()
     assert Path("/proc/sys/net/ipv4/tcp_tw_reuse").exists()
+
+
+# The socket-buffer claims (C50-C55): the socket-buffers lab over a 100 Mbit/s path with a real
+# delay (build/bin/delayline), with the kernel's defaults, seed 003's sysctls (its profile,
+# sysctl-profiles/seed-003-buffers.conf) and its SetReadBuffer(64 KB).
+def _flow_numbers(name: str) -> tuple[Run, dict, dict]:
+    run = Run.open(fixture_run(f"socket-buffers-{name}"))
+    ss = run.lab["flow"]["ss"]
+    return run, ss["sender"]["last"], ss["receiver"]["last"]
+
+
+def test_autotuning_is_on_by_default_and_is_not_capped_by_rmem_max() -> None:
+    """C50/C54: tcp_moderate_rcvbuf is 1 and, with no SO_RCVBUF, the receive buffer grew past
+    net.core.rmem_max (4 MiB) toward tcp_rmem's max (32 MiB) on a 400 ms path."""
+    run, _, receiver = _flow_numbers("healthy-rtt400")
+    ns = run.lab["server"]["netns_inode"]
+    assert run.sysctl(ns, "net.ipv4.tcp_moderate_rcvbuf") == "1"
+    assert run.sysctl(ns, "net.ipv4.tcp_rmem") == "4096 131072 33554432"
+    assert run.lab["flow"]["reader"]["rcvbuf_requested"] == 0
+    assert receiver["rcvbuf"] > 4 * int(run.sysctl(ns, "net.core.rmem_max") or 0) > 0
+
+
+def test_the_seeds_buffer_sysctls_lift_the_send_cap_and_lower_the_receive_one() -> None:
+    """C50: with the defaults the send buffer stops at tcp_wmem's 4 MiB on a 5 MB BDP path (the
+    finding: small_sndbuf at that max); seed 003's 16 MiB lifts it and the flow carries more; but its
+    tcp_rmem max (16 MiB) is below 6.18's 32 MiB, and on an 800 ms path the receive buffer stops there."""
+    default, d_snd, _ = _flow_numbers("healthy-rtt400")
+    _, s_snd, _ = _flow_numbers("seed003-rtt400")
+    assert d_snd["sndbuf"] == 4194304 and s_snd["sndbuf"] == 16777216
+    assert s_snd["bytes_acked"] > 1.5 * d_snd["bytes_acked"]
+    (f,) = [x for x in evaluate_all(default) if x.kind == "socket_buffer_limit" and x.is_finding]
+    assert f.cause_class == "small_sndbuf" and f.link("fix").key == "small_sndbuf_at_max"
+    far, _, far_receiver = _flow_numbers("seed003-rtt800")
+    assert far_receiver["rcvbuf"] == 16777216
+    (f,) = [x for x in evaluate_all(far) if x.kind == "socket_buffer_limit" and x.is_finding]
+    assert f.cause_class == "small_rcvbuf" and f.link("fix").key == "small_rcvbuf_at_max"
+
+
+def test_a_slow_reader_closes_its_window_and_loses_nothing() -> None:
+    """C52: a reader slower than its sender does not overflow its buffer into loss: it advertises a
+    zero window and the sender waits."""
+    run = Run.open(fixture_run("socket-buffers-slow-reader"))
+    ns = run.lab["server"]["netns_inode"]
+    assert counters.total_delta(run, ns, "TCPToZeroWindowAdv") > 0
+    for name in ("TCPZeroWindowDrop", "TCPRcvQDrop", "RcvPruned", "TCPRcvCollapsed"):
+        assert counters.total_delta(run, ns, name) == 0, name
+
+
+def test_so_rcvbuf_64k_pins_the_window_far_below_the_path() -> None:
+    """C53: SetReadBuffer(64 KB) (SO_RCVBUF 65536: sk_rcvbuf 128 KiB, autotuning off) on a
+    100 Mbit/s, 200 ms path carried under a twentieth of it."""
+    run, sender, receiver = _flow_numbers("rcvbuf64k-rtt200")
+    assert receiver["rcvbuf"] == 131072 and run.lab["flow"]["reader"]["rcvbuf_requested"] == 65536
+    secs = sender["time_s"] - run.lab["flow"]["ss"]["sender"]["first"]["time_s"]
+    assert sender["bytes_acked"] / secs < run.lab["path"]["rate_bits_per_s"] / 8 / 20
+    (f,) = [x for x in evaluate_all(run) if x.kind == "socket_buffer_limit" and x.is_finding]
+    assert f.cause_class == "small_rcvbuf"
+
+
+def test_buffer_sysctls_a_namespace_refuses(kernel) -> None:
+    """C51/C54: net.core.rmem_max and rmem_default cannot be set inside a network namespace on this
+    kernel (a container's --sysctl of them fails); tcp_rmem can."""
+    ns = f"tq-claims-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for key, value, ok in (("net.core.rmem_max", "262144", False), ("net.core.rmem_default", "65536", False),
+                               ("net.ipv4.tcp_rmem", "4096 65536 16777216", True)):  # fmt: skip
+            # tee, not sysctl -w: procps's sysctl exits 0 after "Invalid argument".
+            path = "/proc/sys/" + key.replace(".", "/")
+            r = subprocess.run(["ip", "netns", "exec", ns, "tee", path], input=value.encode(), capture_output=True)
+            assert (r.returncode == 0) == ok, (key, r.stderr)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=True)

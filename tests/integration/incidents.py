@@ -27,7 +27,8 @@ from training.incidents import FAULTS, draw
 # The trainee's fix for each cause class the report names (docs/training.md's closed list).
 FIX_FOR = {"sizing": "raise_backlog", "capacity": "more_workers", "stall": "fix_accept_loop",
            "data_loss": "find_lossy_hop", "syn_loss": "find_lossy_hop", "loop_saturated": "more_loops",
-           "short_connections_client_closes": "reuse_connections"}  # fmt: skip
+           "short_connections_client_closes": "reuse_connections", "slow_reader": "fix_read_loop",
+           "small_rcvbuf": "remove_so_rcvbuf", "small_sndbuf": "bigger_sndbuf"}  # fmt: skip
 # SYN retransmits toward an overflowing listener are that overflow's consequence, not a cause.
 CONSEQUENCES = {"remote_accept_queue_full", "local_accept_queue_full"}
 # The incident's load, and the trainee's capture inside it: `train start` returns when the
@@ -75,7 +76,8 @@ class Incident:
 
 # The IP version each family's incident runs over: IPv6 where the fault's object is named by
 # address (listener, flow, endpoint), IPv4 for the rest, so both run in every session.
-IP_VERSION_OF = {"accept_queue": "6", "retransmits": "6", "time_wait": "6", "epoll": "4", None: "4"}
+IP_VERSION_OF = {"accept_queue": "6", "retransmits": "6", "time_wait": "6", "epoll": "4", "socket_buffers": "4",
+                 None: "4"}  # fmt: skip
 
 
 def seed_of(family: str | None) -> int:

@@ -47,7 +47,7 @@ class Leftovers:
         return "; ".join(f"{k}: {v}" for k, v in vars(self).items() if v) or "nothing"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Running, not a zombie (a killed lab waits for a reaper as a zombie)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -93,7 +93,7 @@ def leftovers() -> Leftovers:
     for line in ns.splitlines():
         name = line.split()[0] if line.split() else ""
         m = re.match(r"tq-.*-(\d+)$", name)
-        if m and not _alive(int(m.group(1))):
+        if m and not alive(int(m.group(1))):
             left.netns.append(name)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     left.links = [m.group(1) for m in re.finditer(r"^\d+: (v[ab]\d+)[@:]", links, re.M)]

@@ -14,6 +14,7 @@ servers' accept counts.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +33,7 @@ from tests.integration.test_family_labs import run_lab
 
 pytestmark = pytest.mark.integration
 
-VARIANTS = ["listener", "flow", "loop", "ports", "healthy"]
+VARIANTS = ["listener", "flow", "loop", "ports", "buffer", "healthy"]
 EADDRNOTAVAIL = 99
 
 
@@ -125,6 +126,13 @@ def names_thread(run: Run, f: dict[str, Any], thread: dict[str, Any]) -> bool:
     )
 
 
+def names_bulk_flow(run: Run, f: dict[str, Any], flow: dict[str, Any]) -> bool:
+    """A socket-buffer finding on the flow itself, named in the direction of its data."""
+    s = f["subject"]
+    return f["kind"] == "socket_buffer_limit" and (s.get("laddr"), s.get("lport"), s.get("raddr"), s.get("rport")) == (
+        flow["laddr"], flow["lport"], flow["raddr"], flow["rport"])  # fmt: skip
+
+
 def lab_pids(run: Run) -> set[int]:
     return {int(p) for p in run.lab["server_pids"].values()}
 
@@ -146,6 +154,8 @@ def is_the_fault(run: Run, variant: str, f: dict[str, Any]) -> bool:
         return names_endpoint(run, f, obj(run, "endpoints", "exhaust"))
     if variant == "loop":
         return names_thread(run, f, hot_loop_thread(run))
+    if variant == "buffer":
+        return names_bulk_flow(run, f, obj(run, "flows", "bulk_slow"))
     return False
 
 
@@ -189,7 +199,7 @@ def test_findings_name_only_the_faulty_object(kernel, busy_host, variant: str) -
     # probe's interval is a second, and the SYN retries of the dropped ones keep a queue at
     # consecutive interval ends (17, 13, 9 of 16) while the server accepts 95-110 a second of
     # its 444. The accept-overflow lab's sizing test holds the cause; here the object is the point.
-    want_cause = {"listener": ("sizing", "capacity"), "flow": ("data_loss",)}.get(variant)
+    want_cause = {"listener": ("sizing", "capacity"), "flow": ("data_loss",), "buffer": ("slow_reader",)}.get(variant)
     if want_cause:
         assert named[0]["cause_class"] in want_cause, describe(named[0])
     subject = named[0]["subject"]
@@ -224,6 +234,8 @@ def test_flows_retransmits_match_the_sockets_own_count(kernel, busy_host, varian
     misses = run.metadata["probes"]["retransmits"]["recursion_misses"]
     assert misses is not None
     for flow in run.lab["flows"]:
+        if flow["name"].startswith("bulk_"):
+            continue  # bufflow's flows: the socket-buffer test below
         kernel_count = flow["iperf3"]["retransmits"]
         ss = flow["ss_last"]
         assert ss is not None, f"{flow['name']}: no ss -ti sample of {flow['lport']}"
@@ -242,6 +254,42 @@ def test_flows_retransmits_match_the_sockets_own_count(kernel, busy_host, varian
             # timer under a busy CPU: 3 segments in a CI run), far under a storm's rate.
             segs = ss["data_segs_out"] or 0
             assert kernel_count <= max(2, RATE_THRESHOLD / 2 * segs), (flow, segs)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_bulk_flows_limited_time_is_the_sockets_own(kernel, busy_host, variant: str) -> None:
+    """The bulk flow held back by a slow reader: the finding's limited time against the lab's own
+    last `ss -ti` sample of the same socket (its clocks count from the flow's start, as the lab's);
+    its neighbour keeps up and is not named, in every variant."""
+    run = busy_host(variant)
+    found = [f for f in verdicts(run)["findings"] if f["kind"] == "socket_buffer_limit" and in_lab(run, f)]
+    slow = obj(run, "flows", "bulk_slow")
+    named = [f for f in found if names_bulk_flow(run, f, slow)]
+    assert len(found) == len(named) == (1 if variant == "buffer" else 0), [describe(f) for f in found]
+    if variant != "buffer":
+        return
+    probe = next(x for x in named[0]["chain"] if x["link"] == "probe")["evidence"]
+    assert probe["rwnd_limited_ms"] >= 0.5 * probe["busy_ms"], probe
+    # The lab's own ss -ti samples of the socket (every 0.2 s) at the window's end: within 5 %.
+    times, clock = ss_clock(run, slow["lport"], "rwnd_limited")
+    at = np.interp(named[0]["window"]["end_s"], times, clock)
+    assert abs(probe["rwnd_limited_ms"] - at) <= max(0.05 * at, 4), (probe["rwnd_limited_ms"], at)
+
+
+def ss_clock(run: Run, lport: int, clock: str) -> tuple[list[float], list[int]]:
+    """One socket's tcp_info clock (ms) in the lab's lab/ss-flows.txt, with the sample times."""
+    times, values, t = [], [], 0.0
+    port = None
+    for line in (run.path / "lab" / "ss-flows.txt").read_text().splitlines():
+        if line.startswith("=== "):
+            t = float(line[4:])
+        elif line and not line[0].isspace():
+            port = int(line.split()[2].rsplit(":", 1)[1])
+        elif port == lport:
+            m = re.search(rf"\b{clock}:(\d+)ms", line)
+            times.append(t)
+            values.append(int(m.group(1)) if m else 0)
+    return times, values
 
 
 def eaddrnotavail_probe(run: Run, ep: dict[str, Any]) -> int:

@@ -246,8 +246,9 @@ def test_the_playbook_installs_the_unit_idempotently_and_systemd_runs_it(fleet: 
         # sshd's own listener in the host's namespace, read by the sampled tier there (setns and
         # sock_diag), its owner (ss -p: other users' /proc/PID/fd) and that owner's cgroup: this
         # "host" is a podman container, and /proc/PID/cgroup says so.
-        assert re.search(r'tq_listener_queue_limit\{laddr="0\.0\.0\.0",lport="22",netns="\d+"\} 128', text), text
-        assert re.search(r'tq_listener_owner_info\{laddr="0\.0\.0\.0",lport="22",netns="\d+",pid="\d+"\} 1', text)
+        sshd = r'laddr="0\.0\.0\.0",lport="22",member="\d+",netns="\d+"'
+        assert re.search(rf"tq_listener_queue_limit\{{{sshd}\}} 128", text), text
+        assert re.search(rf'tq_listener_owner_info\{{{sshd},pid="\d+"\}} 1', text)
         cid = _podman("inspect", "--format", "{{.Id}}", _container(host))
         assert re.search(rf'tq_owner_info\{{comm="sshd",[^}}]*container_id="{cid}"', text), text
         assert re.search(r'tq_loop_cpu_seconds_total\{comm="sshd",pid="\d+",tid="\d+"\}', text), text

@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from analysis.families import NAMES
 from training.grade import RUBRIC, grade
 from training.incidents import draw
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.integration
 MAX = sum(RUBRIC.values())
 
 
-@pytest.mark.parametrize("family", ["accept_queue", "retransmits", "epoll", "time_wait", None])
+@pytest.mark.parametrize("family", [*NAMES, None])
 def test_a_scripted_trainee_gets_full_marks(kernel, incident, family: str | None) -> None:
     inc = incident(family)
     drawn = draw(inc.seed)

@@ -24,6 +24,7 @@ NOTEBOOK_ENV = {
     "time_wait": {"RUN": "time-wait-exhaust"},
     "epoll": {"RUN": "epoll-busy"},
     "retransmits": {"RUN": "retransmit-loss1"},
+    "socket_buffers": {"RUN": "socket-buffers-slow-reader"},
     "models": {"SWEEP": "sweep-accept-queue", "TW_SWEEP": "sweep-time-wait", "BURST_RUN": "accept-overflow-sizing"},
     "comparisons": {"COMPARE": "compare-time-wait-exhaust"},
 }
@@ -33,6 +34,7 @@ NOTEBOOK_TELLS = {
     "time_wait": "**symptom**",
     "epoll": "**symptom**",
     "retransmits": "**symptom**",
+    "socket_buffers": "**symptom**",
     "models": "of first attempts blocked; measured",
     "comparisons": "**Verdict:**",
 }

@@ -60,6 +60,20 @@ LAB_TABLES = {
     "time-wait": ("tw_close", "tw_sockets", "connects"),
     "epoll": ("ep_loop",),
     "runtimes": ("aq_listen", "processes", "threads"),
+    "socket-buffers": ("sb_flow", "sock_buffers"),
+    # every family's objects at once, one faulty (here a lossy flow)
+    "busy-host": (
+        "aq_listener",
+        "aq_accept",
+        "rt_endpoint",
+        "rt_flow",
+        "tw_sockets",
+        "ep_loop",
+        "sb_flow",
+        "sock_buffers",
+        "threads",
+        "processes",
+    ),
     "none": ("aq_listener", "aq_accept", "tw_close", "tw_sockets", "ep_loop"),
 }
 

@@ -97,3 +97,30 @@ def test_listener_rows_moved_to_a_namespace_nothing_else_knows_are_named(copy_fi
     r.validate_all()
     assert len(r.warnings) == 1 and "namespace 4026539999, which no other table knows" in r.warnings[0], r.warnings
     assert "tq-accept-overflow-srv" in r.warnings[0]
+
+
+def test_a_sockets_rows_moved_to_a_namespace_nothing_else_knows_are_named(copy_fixture) -> None:
+    """Contract 10: every other interval of the stalled SO_REUSEPORT member moved to a namespace the
+    run never sampled. The socket's inode places it: the input note names it and where ss saw it,
+    and the moved rows are not judged (not checked, never a finding in that namespace)."""
+    from analysis.rules import evaluate_all
+
+    run = copy_fixture("accept-overflow-reuseport-stall")
+    f = run / "aq_listener.csv"
+    rows = list(csv.reader(f.open()))
+    ns, ino = rows[0].index("netns"), rows[0].index("sock_ino")
+    full = [r for r in rows[1:] if int(r[rows[0].index("depth_now")]) > 0]
+    stalled = full[0][ino]
+    mine = [r for r in rows[1:] if r[ino] == stalled]
+    for r in mine[::2]:
+        r[ns] = "4026539999"
+    with f.open("w", newline="") as out:
+        csv.writer(out, lineterminator="\n").writerows(rows)
+    r = Run.open(run)
+    r.validate_all()
+    named_here = [w for w in r.warnings if f"(socket {stalled}) in namespace 4026539999" in w]
+    assert named_here and "tq-accept-overflow-srv" in named_here[0], r.warnings
+    found = evaluate_all(r)
+    assert not [x for x in found if x.is_finding and x.subject.get("netns") == 4026539999]
+    named = [x for x in found if x.is_finding and x.kind == "accept_queue_overflow"]
+    assert [str(x.subject["sock_ino"]) for x in named] == [stalled]

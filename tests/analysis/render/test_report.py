@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.derived.measurements import all_measurements
+from analysis.families import NAMES
 from analysis.load import Run
 from analysis.render import report
 from analysis.rules import evaluate_all
@@ -94,7 +95,7 @@ def test_a_run_without_a_probe_says_what_it_cannot_see() -> None:
     run.metadata = meta
     text = report.markdown(run, evaluate_all(run), [], all_measurements(run))
     assert "- Probes: none (the sampled tier" in text
-    assert text.count("- Without the ") == 4
+    assert text.count("- Without the ") == len(NAMES)
 
 
 def test_ruled_out_lists_at_most_its_share_per_kind_and_counts_the_rest() -> None:

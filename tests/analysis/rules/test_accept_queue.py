@@ -300,3 +300,70 @@ def test_a_healthy_reuseport_member_whose_counter_moved_is_not_blamed() -> None:
     assert quiet.status == "absent" and quiet.link("counter").key == "drops_not_overflows"
     assert quiet.link("counter").evidence["listener_drops"] == 2
     assert "were not overflows" in describe(quiet.kind, quiet.link("counter"))
+
+
+def test_a_reuseport_member_full_for_a_moment_without_drops_is_not_blamed() -> None:
+    """nginx with `reuseport`, one worker stopped (a real run): a healthy member's queue reached
+    limit + 1 at one enqueue while the stalled member's overflows rose in the same namespace and
+    second. Its own drop counter did not move, so none of those overflows were its own: ruled out,
+    never a second finding (one of five runs by hand read 'sizing, confirmed' on it before)."""
+    run = Run.open(fixture_run("accept-overflow-reuseport-stall"))
+    members = {m["member"]: m["pid"] for m in run.lab["server"]["stats"]["members"]}
+    stalled = members[int(run.lab["server"]["stall_members"])]
+    aq = run.table("aq_listener").copy()
+    ls = run.table("listeners")
+    healthy = int(ls[(ls["lport"] == 8080) & (ls["pid"] != stalled)]["sock_ino"].iloc[0])
+    full = run.table("aq_listener")
+    busy = full[(full["sock_ino"] != healthy) & (full["full_events"] > 0)]["time_s"].iloc[0]
+    hit = aq.index[(aq["sock_ino"] == healthy) & (aq["time_s"] == busy)]
+    assert len(hit) == 1
+    aq.loc[hit, ["depth_max", "full_events"]] = [int(aq.loc[hit, "limit"].iloc[0]) + 1, 1]
+    run._cache["aq_listener"] = aq
+    found = accept_queue.evaluate(run)
+    assert [f.subject["pid"] for f in found if f.is_finding] == [stalled]
+    (quiet,) = [f for f in found if f.subject.get("sock_ino") == healthy]
+    assert quiet.status == "absent" and quiet.link("counter").key == "own_drops_zero"
+    assert "other sockets' drops" in describe(quiet.kind, quiet.link("counter"))
+
+
+def test_nginx_reuseport_with_a_stopped_worker_names_it_alone() -> None:
+    """The real run behind the test above (tests/fixtures/README.md): the stopped worker is named
+    through its socket's epoll watcher, and the member that was full for a moment without a drop
+    is ruled out by its own counter."""
+    run = Run.open(fixture_run("nginx-reuseport-stopped-worker"))
+    found = accept_queue.evaluate(run)
+    named = [f for f in found if f.is_finding]
+    assert [(f.subject["pid"], f.subject["source"], f.cause_class) for f in named] == [(18038, "epoll set", "stall")]
+    assert named[0].link("counter").evidence["listener_drops"] == 578
+    moment = [f for f in found if f.status == "absent" and f.link("counter").key == "own_drops_zero"]
+    assert [f.subject["pid"] for f in moment] == [18040]
+
+
+def test_the_reuseport_fixtures_stall_per_member_and_overload_as_a_group() -> None:
+    """accept-overflow-reuseport-stall: the stalled member alone, its drops its socket's own;
+    accept-overflow-reuseport-overload: every member comparably full, one finding about the group."""
+    run = Run.open(fixture_run("accept-overflow-reuseport-stall"))
+    members = {m["member"]: m["pid"] for m in run.lab["server"]["stats"]["members"]}
+    (f,) = [x for x in accept_queue.evaluate(run) if x.is_finding]
+    assert (f.subject["pid"], f.cause_class) == (members[int(run.lab["server"]["stall_members"])], "stall")
+    assert f.subject["group"] == {"members": 4, "judged": "per_member"} and f.subject["sock_ino"]
+    run = Run.open(fixture_run("accept-overflow-reuseport-overload"))
+    (g,) = [x for x in accept_queue.evaluate(run) if x.is_finding]
+    assert g.subject["group"] == {"members": 4, "judged": "as_one"} and g.cause_class == "capacity"
+    assert {o["pid"] for o in g.subject["owners"]} == {m["pid"] for m in run.lab["server"]["stats"]["members"]}
+    assert g.link("cause").evidence["model"]["members"] == 4
+
+
+def test_listener_drops_with_no_listen_drops_in_its_namespace_are_not_an_overflow() -> None:
+    """A real run of the socket-buffers lab at an 800 ms RTT: the client's SYN was re-sent after 1 s
+    while the first SYN-ACK was still on its way, and the kernel counted the second SYN, reaching
+    a connection still being set up, in the listener's own sk_drops (+1). The namespace counted no
+    ListenDrops, which every overflow adds to, and ss showed its queue empty: no finding, and why."""
+    run = Run.open(fixture_run("socket-buffers-seed003-rtt800"))
+    found = accept_queue.evaluate(run)
+    assert not [f for f in found if f.is_finding]
+    (listener,) = [f for f in found if f.subject.get("lport") == 7000]
+    counter = listener.link("counter")
+    assert listener.status == "absent" and counter.key == "no_listen_drops"
+    assert counter.evidence["listener_drops"] == 1 and counter.evidence["listen_drops"] == 0
+    assert "not overflows" in describe(listener.kind, counter)

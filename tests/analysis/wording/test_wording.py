@@ -51,7 +51,18 @@ NOT_IN_ANY_FIXTURE = {
     ("event_loop_saturation", "probe", "off_cpu"),
     ("event_loop_saturation", "probe", "unknown"),
     ("event_loop_saturation", "probe", "busy_briefly"),
+    ("event_loop_saturation", "probe", "unknown_process"),
     ("accept_queue_overflow", "counter", "drops_not_overflows"),
+    ("accept_queue_overflow", "counter", "no_listen_drops"),
+    # A host with one end of a flow only: copies of the socket-buffers captures with the other
+    # namespace taken away, in tests/analysis/rules/test_socket_buffers.py, render them.
+    ("socket_buffer_limit", "symptom", "flow_rate"),
+    ("socket_buffer_limit", "probe", "reader_queue"),
+    ("socket_buffer_limit", "cause", "peer_window"),
+    ("socket_buffer_limit", "fix", "peer_window"),
+    # TCP memory pressure is host-wide (tcp_mem is the host's): no lab may cause it on a shared machine.
+    ("socket_buffer_limit", "cause", "memory_pressure"),
+    ("socket_buffer_limit", "fix", "memory_pressure"),
 }
 
 

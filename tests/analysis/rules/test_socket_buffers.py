@@ -1,0 +1,169 @@
+"""socket_buffer_limit on real captures of the socket-buffers lab (tests/fixtures/socket-buffers-*):
+each variant's flow gets its own cause, the healthy one none; the numbers the finding cites are the
+kernel's (the lab's own ss -tinm samples, the TcpExt counters it read before and after) and the
+probe's counts are the writer's own. Copies with one end of the flow taken away give the
+findings a host with only the sender, or only the reader, gets."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from analysis.derived import socket_buffers as sbd
+from analysis.findings import Finding
+from analysis.load import Run
+from analysis.rules import socket_buffers as rule
+from analysis.wording import describe, headline
+from tests.conftest import ROOT, fixture_run
+
+VARIANTS = ["slow-reader", "small-sndbuf", "small-rcvbuf"]
+# A clock's reading is in jiffies (4 ms at HZ=250): one tick more than 5 % on a short flow.
+TICK_MS = 4
+
+
+@cache
+def lab_json() -> ModuleType:
+    """labs/socket-buffers/lab_json.py, the lab's own reader of its ss samples."""
+    spec = importlib.util.spec_from_file_location("sb_lab_json", ROOT / "labs" / "socket-buffers" / "lab_json.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _ours(run: Run) -> list[Finding]:
+    return [f for f in rule.evaluate(run) if f.subject["lport"] == run.lab["flow"]["lport"]]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_names_its_flow_and_its_cause(variant: str) -> None:
+    run = Run.open(fixture_run(f"socket-buffers-{variant}"))
+    (f,) = _ours(run)
+    fl = run.lab["flow"]
+    assert (f.status, f.cause_class) == ("confirmed", fl["cause"])
+    assert (f.subject["laddr"], f.subject["raddr"], f.subject["rport"]) == (fl["laddr"], fl["raddr"], fl["rport"])
+    assert f.subject["we_are"] == "sender" and f.subject["receiver_netns"] == run.lab["server"]["netns_inode"]
+    assert "->" in headline(f) and rule.KIND not in headline(f)
+
+
+def test_the_healthy_flow_is_ruled_out_with_its_clocks() -> None:
+    run = Run.open(fixture_run("socket-buffers-healthy"))
+    (f,) = _ours(run)
+    assert f.status == "absent"
+    ev = f.link("probe").evidence
+    assert ev["busy_ms"] > 5000 and ev["rwnd_limited_pct"] < 5 and ev["sndbuf_limited_pct"] < 5
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_limited_clock_is_the_kernels_within_5_percent(variant: str) -> None:
+    """The sender's limited time over its window against the lab's own ss -tinm samples (every 0.2 s)
+    at the window's end: the flow began after the first listing, so its clocks count from 0."""
+    run = Run.open(fixture_run(f"socket-buffers-{variant}"))
+    (f,) = _ours(run)
+    clock = "sndbuf_limited_ms" if f.cause_class == "small_sndbuf" else "rwnd_limited_ms"
+    ev = f.link("probe").evidence
+    lab = lab_json().ss_series(run.path / "lab" / "ss-flow.txt")["sender"]
+    at = np.interp(f.window["end_s"], [r["time_s"] for r in lab], [r[clock] for r in lab])
+    assert abs(ev[clock] - at) <= max(0.05 * at, TICK_MS), (ev[clock], at)
+    assert ev[clock] >= 0.2 * ev["busy_ms"]
+
+
+@pytest.mark.parametrize("variant", [*VARIANTS, "healthy"])
+def test_counters_and_the_probes_counts_are_exact(variant: str) -> None:
+    """The receiver's and sender's TcpExt deltas in the finding are what the lab read from
+    /proc/net/netstat before and after; the probe's EAGAIN writes are the writer's own."""
+    run = Run.open(fixture_run(f"socket-buffers-{variant}"))
+    (f,) = _ours(run)
+    lab = run.lab
+    sides = sbd.sides(run)
+    sender = sides[(lab["client"]["netns_inode"], f.subject["laddr"], f.subject["lport"], f.subject["raddr"], 7000)]
+    assert sender.probe.get("writes_blocked", 0) == lab["flow"]["writer"]["writes_blocked"] > 0
+    if f.status == "absent":
+        return
+    counters = f.link("counter").evidence
+    for side in ("receiver", "sender"):
+        for name, value in counters[side].items():
+            assert value == (lab["counters"][side] or {}).get(name, 0), (side, name)
+    if variant == "small-rcvbuf":  # every read on the pinned buffer is noted: all of them
+        reader = sbd.pair(sides, sender)
+        assert reader is not None
+        assert reader.probe["rcvbuf_locked_reads"] == reader.probe["noted_reads"] == lab["flow"]["reader"]["reads"]
+
+
+def _one_end(variant: str, keep: str) -> Run:
+    """The capture as a host that holds one end of the flow only: the other namespace's flows,
+    probe rows and counters taken away."""
+    run = Run.open(fixture_run(f"socket-buffers-{variant}"))
+    gone = run.lab["server" if keep == "client" else "client"]["netns_inode"]
+    for t in ("sock_buffers", "sb_flow", "counters"):
+        df = run.table(t)
+        run._cache[t] = df[df["netns"] != gone]
+    return run
+
+
+def test_a_sender_whose_reader_is_elsewhere_blames_the_peers_window() -> None:
+    for variant in ("slow-reader", "small-rcvbuf"):
+        (f,) = _ours(_one_end(variant, "client"))
+        assert f.cause_class == "peer_window" and "receiver" not in f.link("counter").evidence
+        assert "capture on the receiver" in describe(f.kind, f.link("fix"))
+    (f,) = _ours(_one_end("small-sndbuf", "client"))
+    assert f.cause_class == "small_sndbuf"
+
+
+def test_a_slow_reader_whose_sender_is_elsewhere_is_named_from_its_queue() -> None:
+    run = _one_end("slow-reader", "server")
+    (f,) = [x for x in rule.evaluate(run) if x.is_finding]
+    fl = run.lab["flow"]
+    assert (f.cause_class, f.status, f.subject["we_are"]) == ("slow_reader", "confirmed", "receiver")
+    # Named in the direction of the data, as from the sender: the same flow.
+    assert (f.subject["laddr"], f.subject["lport"], f.subject["rport"]) == (fl["laddr"], fl["lport"], fl["rport"])
+    assert f.link("probe").key == "reader_queue" and f.link("probe").evidence["receiver_queue_pct"] > 25
+    assert not rule.evaluate(_one_end("small-rcvbuf", "server")), "a reader that keeps its buffer empty is not slow"
+
+
+def test_every_link_is_worded_from_its_numbers() -> None:
+    """The keys only a one-ended capture reaches (tests/analysis/wording/test_wording.py lists them)."""
+    runs = [Run.open(fixture_run(f"socket-buffers-{v}")) for v in VARIANTS]
+    runs += [_one_end("slow-reader", "client"), _one_end("slow-reader", "server")]
+    for run in runs:
+        for f in rule.evaluate(run):
+            for link in f.chain:
+                text = describe(f.kind, link)
+                assert "not measured" not in text and "no wording" not in text and "{" not in text, text
+
+
+def test_the_fix_says_the_bdp_and_what_so_rcvbuf_does() -> None:
+    (f,) = _ours(Run.open(fixture_run("socket-buffers-small-rcvbuf")))
+    fix = describe(f.kind, f.link("fix"))
+    ev = f.link("fix").evidence
+    # RTT x rate: the lab's 20 Mbit/s at its measured min RTT (about 40 ms): about 100 KB.
+    assert 95_000 <= ev["bdp_bytes"] <= 110_000, ev
+    assert "SO_RCVBUF turns autotuning off" in fix and "rmem_max alone changes nothing" in fix
+    cause = describe(f.kind, f.link("cause"))
+    assert "pinned by SO_RCVBUF" in cause and "16 KiB" in cause
+
+
+def test_the_verdict_needs_the_limit_to_last() -> None:
+    """Below MIN_BUSY_MS of data to send, a flow is not judged at all."""
+    run = Run.open(fixture_run("socket-buffers-slow-reader"))
+    sb = run.table("sock_buffers")
+    run._cache["sock_buffers"] = sb[sb["time_s"] <= sb["time_s"].min() + 0.5]
+    assert [f for f in rule.evaluate(run) if f.subject.get("lport") == run.lab["flow"]["lport"]] == []
+
+
+def test_a_full_send_buffer_is_found_when_the_clock_does_not_say_so() -> None:
+    """One small-sndbuf run in five (under BBR): tcp_info's sndbuf_limited clock read 0 ms all along (ss
+    agrees: the clock starts only when the flow is not cwnd-limited), while at every sample the send
+    buffer was full with nothing unsent. The finding names the send buffer from those samples."""
+    run = Run.open(fixture_run("socket-buffers-small-sndbuf-noclock"))
+    (f,) = _ours(run)
+    ev = f.link("probe").evidence
+    assert ev["sndbuf_limited_ms"] == 0 == run.lab["flow"]["ss"]["sender"]["last"]["sndbuf_limited_ms"]
+    assert (f.status, f.cause_class, ev["sndbuf_full_pct"]) == ("confirmed", "small_sndbuf", 100.0)
+    assert "full with nothing left unsent" in describe(f.kind, f.link("cause"))
+    healthy = Run.open(fixture_run("socket-buffers-healthy"))
+    assert _ours(healthy)[0].link("probe").evidence["sndbuf_full_pct"] == 0.0
