@@ -27,6 +27,8 @@ LOG       ?=
 PORT      ?= 8888
 PAIRS     ?=
 CASES     ?=
+VM        ?=
+HOGS      ?=
 PYTEST_ARGS ?=
 TARGETS   ?=
 PROM_DIR  ?= /var/lib/prometheus/node-exporter
@@ -137,11 +139,13 @@ notebook: setup ## [sre] Jupyter on 127.0.0.1:PORT over notebooks/, reading RUN 
 		.venv/bin/jupyter notebook --no-browser --allow-root --ip 127.0.0.1 --port $(PORT) \
 		--ServerApp.root_dir=$(CURDIR)/notebooks
 
-bench: setup ## [dev] in-kernel cost per event of each probe on its lab's traffic (bpf_stats; docs/cost.md)
+bench: setup ## [dev] in-kernel cost per event of each probe on its lab's traffic (bpf_stats), then the report of a synthetic day (docs/cost.md)
 	@dev/bench
+	@dev/bench-report
 
-bench-overhead: setup ## [dev] capture cost on loopback nginx churn, A/B pairs (docs/cost.md)
-	@dev/bench-overhead $(if $(PAIRS),--pairs $(PAIRS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(CASES),--cases $(CASES))
+bench-overhead: setup ## [dev] capture cost on loopback nginx churn, A/B pairs; VM=trixie: counted in instructions in a TCG guest (docs/cost.md)
+	@dev/bench-overhead $(if $(PAIRS),--pairs $(PAIRS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(CASES),--cases $(CASES)) \
+		$(if $(VM),--vm $(VM)) $(if $(HOGS),--host-hogs $(HOGS))
 
 matrix: setup ## [dev] VM test matrix over TARGETS (Debian 12, Debian 13, this host): the tier table (docs/kernels.md)
 	@dev/vm/matrix $(TARGETS)

@@ -26,8 +26,6 @@ import sys
 import time
 from typing import Any
 
-from scipy import stats
-
 DASH = "\u2013"  # en dash, between the ends of a range
 TIMES = "\u00d7"
 MICRO = "\u00b5"
@@ -66,22 +64,28 @@ def parse_wrk(path: str) -> dict[str, Any]:
 def machine_cpu(path: str) -> dict[str, float]:
     """The machine's CPU seconds over a wrk window from its /proc/stat "cpu" lines before and after
     (file written beside wrk's output): busy (user, nice, system, irq, softirq; guest time is in
-    user), idle (with iowait) and steal. Empty when the file is missing or short."""
+    user), idle (with iowait) and steal; and the context switches ("ctxt" lines, when there).
+    Empty when the file is missing or short."""
     try:
         with open(path) as f:
-            lines = [line.split() for line in f if line.startswith("cpu ")]
+            text = f.read().splitlines()
     except OSError:
         return {}
+    lines = [line.split() for line in text if line.startswith("cpu ")]
     if len(lines) < 2:
         return {}
     d = [int(b) - int(a) for a, b in zip(lines[0][1:], lines[1][1:], strict=False)]
     d += [0] * (8 - len(d))
     hz = os.sysconf("SC_CLK_TCK")
-    return {
+    res = {
         "cpu_busy_s": (d[0] + d[1] + d[2] + d[5] + d[6]) / hz,
         "cpu_idle_s": (d[3] + d[4]) / hz,
         "cpu_steal_s": d[7] / hz,
     }
+    ctxt = [int(line.split()[1]) for line in text if line.startswith("ctxt ")]
+    if len(ctxt) >= 2:
+        res["ctxt"] = ctxt[1] - ctxt[0]
+    return res
 
 
 def sizes(path: str) -> dict[str, int]:
@@ -414,6 +418,8 @@ def against_null_lines(summary: dict[str, Any], key: str = "ratios", title: str 
         ratios = cs.get(key) or []
         if c == "null" or len(ratios) < 2:
             continue
+        from scipy import stats  # here: the guest's python3 (record) has no scipy
+
         p = float(stats.mannwhitneyu(ratios, null, alternative="two-sided").pvalue)
         median = statistics.median(ratios)
         within = lo <= median <= hi
@@ -439,6 +445,104 @@ def cpu_ratio_lines(summary: dict[str, Any]) -> list[str]:
         L.append(f"  {c:<14}{cs['cpu_ratio_median']:.3f}{TIMES} ({fmt_range(r)})  idle {cs['idle_share_max']:.1%}, "
                  f"steal {cs['steal_share_max']:.1%}")  # fmt: skip
     return L + against_null_lines(summary, "cpu_ratios", "Per busy CPU second. ")
+
+
+def spread(xs: list[float]) -> float | None:
+    """(max - min) / median: the spread of a case's per-pair ratios (None below 2 pairs)."""
+    return (max(xs) - min(xs)) / statistics.median(xs) if len(xs) >= 2 else None
+
+
+def pairs_of(runs: list[dict[str, Any]], c: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A case's complete pairs (base, with), in pair order: a pair whose loaded run did not
+    start, or whose wrk counted nothing, is no pair."""
+    base = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "base"}
+    with_ = {r["pair"]: r for r in runs if r["case"] == c and r["kind"] == "with"}
+    return [(base[p], with_[p]) for p in sorted(base) if p in with_ and base[p]["rps"] > 0 and with_[p]["rps"] > 0]
+
+
+def icount_numbers(runs: list[dict[str, Any]], c: str) -> dict[str, Any]:
+    """A case measured in a guest under -icount shift=0 (1 ns of guest time = 1 instruction):
+    per pair the ratio and what a connection costs more with the case loaded, in guest ns
+    (instructions), 1e9 / with rps - 1e9 / base rps; medians, and the windows' context
+    switches per request and idle shares (a window off by a mode shows in them)."""
+    prs = pairs_of(runs, c)
+    ratios = [w["rps"] / b["rps"] for b, w in prs]
+    cost = [1e9 / w["rps"] - 1e9 / b["rps"] for b, w in prs]
+
+    def window(r: dict[str, Any]) -> dict[str, Any]:
+        busy, idle = r.get("cpu_busy_s") or 0.0, r.get("cpu_idle_s") or 0.0
+        return {
+            "rps": r["rps"],
+            "ctxt_per_request": r["ctxt"] / r["requests"] if r.get("ctxt") is not None and r["requests"] else None,
+            "idle_share": idle / (busy + idle) if busy + idle else None,
+        }
+
+    return {
+        "pairs": len(prs),
+        "ratios": ratios,
+        "ratio_median": statistics.median(ratios) if ratios else None,
+        "ratio_spread": spread(ratios),
+        "guest_ns_per_conn_pairs": cost,
+        "guest_ns_per_conn": statistics.median(cost) if cost else None,
+        "base_windows": [window(b) for b, _ in prs],
+        "with_windows": [window(w) for _, w in prs],
+    }
+
+
+def icount_lines(summary: dict[str, Any], runs: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
+    """The table of a run counted in instructions (dev/vm/bench-vm): requests per guest second,
+    each case's median ratio and its spread, what a connection costs more in guest ns, bpf_stats'
+    guest ns a connection, and the null case's spread as the method's error bar. The rule, fixed
+    before any run: a case's ratio is the median of its pairs (>= 7), no window is dropped."""
+    vm = meta.get("vm") or {}
+    L = [
+        "",
+        f"Counted in instructions: {vm.get('release', '?')} guest, Linux {meta['kernel']}, {meta['bpftrace']}, "
+        f"qemu TCG -icount shift=0,sleep=off, 1 vCPU (1 guest ns = 1 instruction); host CPU hogs "
+        f"{vm.get('host_hogs', 0)}, host load {vm.get('host_load_start', '?')} -> {vm.get('host_load_end', '?')}, "
+        f"{vm.get('host_seconds', 0):.0f} s of host time",
+        "ratio: median of the case's pairs (no window dropped); spread: (max - min) / median of its pair "
+        "ratios; cost: 1e9/with - 1e9/base requests per guest second, guest ns (instructions) a connection, "
+        "median of the pairs; BPF: bpf_stats' run time a connection in the guest (guest ns)",
+        f"{'case':<14}{'pairs':>6}{'base req/gs':>13}{'with req/gs':>13}{'ratio':>9}{'spread':>9}"
+        f"{'vs null':>9}{'cost ns/conn':>14}{'BPF ns/conn':>13}  ctxt/req base, with",
+    ]
+    null = icount_numbers(runs, "null") if any(r["case"] == "null" for r in runs) else None
+    null_med = null["ratio_median"] if null else None
+    summary["icount"] = {"cases": {}, "null_spread": null["ratio_spread"] if null else None}
+    for c, cs in summary["cases"].items():
+        ic = icount_numbers(runs, c)
+        summary["icount"]["cases"][c] = ic
+        if not ic["ratios"]:
+            continue
+        vs_null = ic["ratio_median"] / null_med if null_med and c != "null" else None
+        if vs_null is not None:
+            ic["ratio_vs_null"] = vs_null
+            lo, hi = min(null["ratios"]), max(null["ratios"])  # type: ignore[index]
+            ic["within_null_range"] = lo <= ic["ratio_median"] <= hi
+        bpf = cs.get("bpf_us_per_conn")
+        ctxt_b = [w["ctxt_per_request"] for w in ic["base_windows"] if w["ctxt_per_request"] is not None]
+        ctxt_w = [w["ctxt_per_request"] for w in ic["with_windows"] if w["ctxt_per_request"] is not None]
+        L.append(
+            f"{c:<14}{ic['pairs']:>6}{statistics.median([w['rps'] for w in ic['base_windows']]):>13.0f}"
+            f"{statistics.median([w['rps'] for w in ic['with_windows']]):>13.0f}"
+            f"{ic['ratio_median']:>8.4f}{TIMES}{100 * (ic['ratio_spread'] or 0):>8.2f}%"
+            f"{(format(vs_null, '.4f') + TIMES) if vs_null is not None else '-':>9}"
+            f"{ic['guest_ns_per_conn']:>14.0f}{format(bpf * 1000, '.0f') if bpf is not None else '-':>13}"
+            f"  {format(statistics.median(ctxt_b), '.2f') if ctxt_b else '-'}, "
+            f"{format(statistics.median(ctxt_w), '.2f') if ctxt_w else '-'}"
+        )
+    if null and null["ratio_spread"] is not None:
+        L.append(
+            f"null spread (the method's error bar): {100 * null['ratio_spread']:.2f} % over {null['pairs']} pairs "
+            f"({fmt_range(null['ratios'], '{:.4f}')}{TIMES})"
+        )
+    L.append("Windows, requests per guest second in pair order (base | with):")
+    for c, ic in summary["icount"]["cases"].items():
+        b = " ".join(f"{w['rps']:.0f}" for w in ic["base_windows"])
+        w = " ".join(f"{w['rps']:.0f}" for w in ic["with_windows"])
+        L.append(f"  {c:<14}{b} | {w}")
+    return L
 
 
 def rates_lines(rates: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
@@ -504,8 +608,11 @@ def summarize(argv: list[str]) -> None:
     if summary["programs"]:
         L.extend(program_lines(summary, ab_cases))
         L.extend(net_of_floor_lines(summary, int(meta["cpus"])))
+    if meta.get("icount"):
+        L.extend(icount_lines(summary, runs, meta))
     L.extend(against_null_lines(summary))
-    L.extend(cpu_ratio_lines(summary))
+    if not meta.get("icount"):
+        L.extend(cpu_ratio_lines(summary))
     if summary["recursion_misses"]:
         L.extend(misses_lines(summary))
     rates = [r for r in runs if r["case"] == "rates"]

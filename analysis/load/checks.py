@@ -3,6 +3,7 @@ checks one table has of its own (content_checks)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ from .errors import MAX_ERRORS, RunDataError, cell_error, raise_errors
 Window = tuple[float, float]
 
 
-def check_table(path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: Window | None) -> pd.DataFrame:
+def check_table(
+    path: Path, table: Table, df: pd.DataFrame, lines: Sequence[int], window: Window | None
+) -> pd.DataFrame:
     """The table once every check has passed; otherwise a RunDataError naming line and column."""
     # The schema's checks, evaluated column by column (pandera's own validation costs ~3 ms a
     # column, which a run of 14 tables and the bad-input corpus feel); pandera for anything else.
@@ -60,7 +63,7 @@ def _valid(check: pa.Check, s: pd.Series) -> np.ndarray | None:
 
 
 def _pandera_checks(
-    path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: Window | None
+    path: Path, table: Table, df: pd.DataFrame, lines: Sequence[int], window: Window | None
 ) -> pd.DataFrame:
     try:
         df = table.schema().validate(df, lazy=True, inplace=True)
@@ -81,7 +84,9 @@ def _pandera_checks(
     return _more_checks(path, table, df, lines, window)
 
 
-def _more_checks(path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: Window | None) -> pd.DataFrame:
+def _more_checks(
+    path: Path, table: Table, df: pd.DataFrame, lines: Sequence[int], window: Window | None
+) -> pd.DataFrame:
     errors: list[str] = []
     if window is not None and len(df):
         errors += _window_errors(path, table, df, lines, window)
@@ -96,7 +101,7 @@ def _more_checks(path: Path, table: Table, df: pd.DataFrame, lines: list[int], w
     return df
 
 
-def _duplicate_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int]) -> list[str]:
+def _duplicate_errors(path: Path, table: Table, df: pd.DataFrame, lines: Sequence[int]) -> list[str]:
     """Rows that repeat an earlier row's key, naming that row's line (the first MAX_ERRORS)."""
     errors: list[str] = []
     dup = df.duplicated(list(table.key), keep="first").to_numpy()
@@ -114,7 +119,7 @@ def _duplicate_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[in
     return errors
 
 
-def _window_errors(path: Path, table: Table, df: pd.DataFrame, lines: list[int], window: Window) -> list[str]:
+def _window_errors(path: Path, table: Table, df: pd.DataFrame, lines: Sequence[int], window: Window) -> list[str]:
     """Times inside the capture (metadata.json's start and end, with slack).
 
     Only for what the capture itself writes: a lab's own files (connects.csv)

@@ -73,3 +73,67 @@ def test_requests_per_busy_cpu_second_are_paired_like_the_throughput() -> None:
     assert cs["ratios"] == [0.9, 0.9]
     assert [round(r, 6) for r in cs["cpu_ratios"]] == [0.9, 1.0]
     assert cs["idle_share_max"] == 1.0 / 14.1 and cs["steal_share_max"] == 0.5 / 14.1
+
+
+def _run(case: str, pair: int, kind: str, rps: float, ctxt: int | None = None) -> dict[str, object]:
+    r: dict[str, object] = {"case": case, "pair": pair, "kind": kind, "rps": rps, "requests": int(rps * 3),
+                            "cpu_busy_s": 3.0, "cpu_idle_s": 0.0}  # fmt: skip
+    if ctxt is not None:
+        r["ctxt"] = ctxt
+    return r
+
+
+def test_icount_pairs_a_case_by_pair_number_and_skips_a_pair_that_did_not_start() -> None:
+    # Requests per guest second of a trixie guest under -icount (2026-11-28): pair 2's loaded run
+    # did not start (no "with" record), pair 3 ran loaded first (the order alternates).
+    runs = [
+        _run("cheap", 1, "base", 6000.0, 6700),
+        _run("cheap", 1, "with", 5700.0),
+        _run("cheap", 2, "base", 6010.0),
+        _run("cheap", 3, "with", 5730.0),
+        _run("cheap", 3, "base", 5990.0),
+        _run("null", 1, "base", 6000.0),
+    ]
+    ic = _bench().icount_numbers(runs, "cheap")
+    assert ic["pairs"] == 2
+    assert ic["ratios"] == [5700.0 / 6000.0, 5730.0 / 5990.0]
+    # A connection costs 1e9/with - 1e9/base guest ns more: 1 ns = 1 instruction at shift 0.
+    assert round(ic["guest_ns_per_conn_pairs"][0], 3) == round(1e9 / 5700 - 1e9 / 6000, 3)
+    assert ic["base_windows"][0]["ctxt_per_request"] == 6700 / 18000
+    assert ic["with_windows"][0]["ctxt_per_request"] is None
+    assert _bench().icount_numbers(runs, "null")["pairs"] == 0  # a base run alone is no pair
+
+
+def test_spread_is_max_minus_min_over_the_median() -> None:
+    spread = _bench().spread
+    assert spread([0.998, 1.0, 1.003]) == (1.003 - 0.998) / 1.0
+    assert spread([1.0]) is None
+
+
+def test_machine_cpu_counts_context_switches_when_recorded(tmp_path) -> None:
+    stat = tmp_path / "wrk.out.cpu"
+    stat.write_text("cpu  100 0 50 1000 0 0 10 0 0 0\nctxt 5000\ncpu  400 0 150 1000 0 0 60 0 0 0\nctxt 12500\n")
+    cpu = _bench().machine_cpu(str(stat))
+    assert cpu["ctxt"] == 7500 and cpu["cpu_idle_s"] == 0.0
+
+
+def test_icount_table_gives_the_null_spread_and_each_case_against_the_null_median(tmp_path) -> None:
+    bench = _bench()
+    runs = []
+    for p, (nb, nw, cb, cw) in enumerate(
+        [(6000, 6006, 6000, 5820), (6010, 6004, 5995, 5815), (5990, 5993, 6005, 5830)], 1
+    ):
+        runs += [_run("null", p, "base", nb), _run("null", p, "with", nw), _run("cheap", p, "base", cb),
+                 _run("cheap", p, "with", cw)]  # fmt: skip
+    summary = {"cases": {"null": {"bpf_us_per_conn": None}, "cheap": {"bpf_us_per_conn": 1.5}}}
+    meta = {"kernel": "6.12", "bpftrace": "bpftrace v0.23.2", "vm": {"release": "trixie"}}
+    lines = bench.icount_lines(summary, runs, meta)
+    null_ratios = [6006 / 6000, 6004 / 6010, 5993 / 5990]
+    assert summary["icount"]["null_spread"] == bench.spread(null_ratios)
+    cheap = summary["icount"]["cases"]["cheap"]
+    assert cheap["ratio_vs_null"] == statistics.median([5820 / 6000, 5815 / 5995, 5830 / 6005]) / statistics.median(
+        null_ratios
+    )
+    assert cheap["within_null_range"] is False
+    assert any(line.startswith("null spread") for line in lines)
+    assert any(line.startswith("cheap") and "1500" in line for line in lines)  # BPF µs -> guest ns
