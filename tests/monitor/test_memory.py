@@ -110,10 +110,13 @@ def test_the_supervisor_gives_them_back_while_bpftrace_compiles(kernel, tmp_path
             sup.wait(0.1)
         assert probe.up(), "bpftrace did not start"
         assert any(os.path.dirname(path) == str(libs) for path in _mapped(probe.proc.pid)), "the copies were not used"
-        # Most ticks find some compiler pages only this bpftrace maps; each takes them.
+        # Most ticks find some compiler pages only this bpftrace maps and take them. The compile goes
+        # on meanwhile and maps some back before the second reading (a CI run: 20688 kB -> 17220 kB
+        # at one tick of four), so: most ticks halve them, and over all ticks more than half go.
         busy = [(b, a) for b, a in released if b > 4096]
         assert busy, released
-        assert all(a < b / 2 for b, a in busy), released
+        assert sum(a < b / 2 for b, a in busy) * 2 > len(busy), released
+        assert sum(a for _, a in busy) < sum(b for b, _ in busy) / 2, released
     finally:
         sup.close()
 
