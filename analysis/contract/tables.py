@@ -522,7 +522,8 @@ TABLES: dict[str, Table] = {
             "collector/sample-netns",
             2,
             "ss -tinm state established per sample: each TCP flow that sent since the previous listing (its "
-            "busy clock moved), is new, or holds unread data; at the first listing every flow (the baseline the "
+            "busy clock moved), re-sent or had a re-sent segment reported twice, is new, or holds unread data; "
+            "at the first listing every flow (the baseline the "
             "capture's deltas start from). The clocks and byte counts are the kernel's own (tcp_info), "
             "cumulative since the flow began. Above sample-netns --flows-per-sample (default 2048) sockets in "
             "the namespace, only about one sample in ceil(inuse / that) lists the flows. Absent in runs of "

@@ -452,6 +452,10 @@ def test_flows_with_their_clocks_queues_and_buffers(tmp_path: Path) -> None:
         "0",
     )
     assert rows[("::1", "58894", "::1", "7002")]["snd_wnd"] == ""  # ss prints none at 0
+    # retrans:now/TOTAL and dsack_dups, not bytes_retrans; 0 where ss prints none.
+    writer = rows[("::1", "58894", "::1", "7002")]
+    assert (writer["retrans_total"], writer["dsack_dups"]) == ("2", "2")
+    assert (slow["retrans_total"], slow["dsack_dups"]) == ("0", "0")
     # The same table again: nothing sent since; only the reader holding data is listed.
     again = _buffers_of_self(env, tmp_path / "state")
     assert [(r["lport"], r["recv_q"]) for r in again] == [("7002", "113628")]
@@ -459,3 +463,8 @@ def test_flows_with_their_clocks_queues_and_buffers(tmp_path: Path) -> None:
     (tmp_path / "out.txt").write_text(text.replace("busy:3960ms", "busy:4960ms"))
     again = _buffers_of_self(env, tmp_path / "state")
     assert sorted(r["lport"] for r in again) == ["45938", "7002"]
+    # A D-SACK arriving after the flow's last write moves no clock: it is listed again all the same.
+    moved = text.replace("busy:3960ms", "busy:4960ms").replace("dsack_dups:2", "dsack_dups:3")
+    (tmp_path / "out.txt").write_text(moved)
+    again = _buffers_of_self(env, tmp_path / "state")
+    assert sorted((r["lport"], r["dsack_dups"]) for r in again) == [("58894", "3"), ("7002", "0")]
