@@ -146,7 +146,9 @@ def test_accept_queue_both_tiers_count_the_same_on_one_run(side_by_side) -> None
     # The raw tier derives accepts from its enqueue count (depth before + enqueues - depth
     # after), counted per CPU (count()): none lost when two CPUs queue at once. With a
     # plain-map increment it was 13 of 600 short in a CI run (2026-11-26).
-    assert int(raw["accepted"].sum()) == pytest.approx(served, rel=0.01, abs=2 + misses)
+    cols = ["time_s", "enqueues", "depth_max", "depth_now", "accepted"]
+    assert int(raw["accepted"].sum()) == pytest.approx(served, rel=0.01, abs=2 + misses), (
+        misses, raw[cols].to_string(), ref[cols].to_string())  # fmt: skip
 
 
 def _queue_accept_close(queued: int, accepted: int) -> int:
