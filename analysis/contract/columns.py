@@ -120,3 +120,13 @@ ENDPOINT_KEY = (
         (pa.Check.isin([0, 1]),),
     ),
 )
+
+
+# Which listening socket a row is about: one member of a SO_REUSEPORT group is not the group.
+SOCK_INO = Col(
+    "sock_ino",
+    INT,
+    "the listening socket's inode (ss -e ino:, listeners.csv sock_ino); 0: not known (a kernel socket, or a "
+    "run of contract 9 or older, whose rows of one address and port may be several sockets)",
+    NONNEG,
+)
