@@ -24,7 +24,7 @@ class Family:
     probes: tuple[str, ...]  # files in probes/, preferred first
     records: tuple[str, ...]  # contract tables its probe writes
     finding: str  # the finding kind its rule returns
-    rule: str  # analysis/rules/<family>.py
+    rule: str  # analysis/rules/<family>.py, or its package analysis/rules/<family>/
     wording: str  # analysis/wording/<family>.py
     metric_object: str  # the exporter's object kind
     metric_labels: tuple[str, ...]  # the labels that name one object
@@ -38,7 +38,7 @@ class Family:
 
     @property
     def rule_module(self) -> str:
-        return self.rule.removesuffix(".py").replace("/", ".")
+        return self.rule.removesuffix(".py").rstrip("/").replace("/", ".")
 
     @property
     def wording_module(self) -> str:

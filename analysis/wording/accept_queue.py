@@ -1,4 +1,4 @@
-"""Wording of accept_queue_overflow (rule: analysis/rules/accept_queue.py).
+"""Wording of accept_queue_overflow (rule: analysis/rules/accept_queue/).
 
 The templates of each link of its evidence chain, the saturation model's
 sentence, and the phrases the templates need (errors, limits, shared counters).

@@ -61,7 +61,8 @@ def test_every_probe_table_belongs_to_one_family() -> None:
 @pytest.mark.parametrize("name", FAMILY_IDS)
 def test_rule_and_wording(name: str) -> None:
     fam = FAMILIES[name]
-    assert (ROOT / fam.rule).is_file() and (ROOT / fam.wording).is_file()
+    rule_file = ROOT / fam.rule / "__init__.py" if fam.rule.endswith("/") else ROOT / fam.rule
+    assert rule_file.is_file() and (ROOT / fam.wording).is_file()
     rule = import_module(fam.rule_module).RULE
     assert rule.kind == fam.finding
     assert set(fam.records) & set(rule.inputs), "the rule reads its family's records"
