@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Callable
 
 import pytest
 
 from tests.integration.incidents import Incident, run_incident
-from tests.integration.interrupts import alive
+from tests.integration.interrupts import dead_runs_namespaces
 
 
 @pytest.fixture(scope="session", autouse=True)
 def reap_dead_tests_namespaces() -> None:
     """The next run reaps: a test killed with SIGKILL (or its machine stopped) leaves its
     namespace, named tq-...-<its pid>; with that pid gone, every leftover check would fail."""
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
-    for name in (line.split()[0] for line in names if line.strip()):
-        m = re.fullmatch(r"tq-.*-(\d+)", name)
-        if m and not alive(int(m.group(1))):
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    for name in dead_runs_namespaces():
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 @pytest.fixture(scope="session")

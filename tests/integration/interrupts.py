@@ -85,16 +85,17 @@ def _stray(pid: int) -> str | None:
     return None
 
 
+def dead_runs_namespaces() -> list[str]:
+    """Namespaces named tq-...-<pid> (every lab's) whose pid is gone."""
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    names = (line.split()[0] for line in ns.splitlines() if line.strip())
+    return [n for n in names if (m := re.fullmatch(r"tq-.*-(\d+)", n)) and not alive(int(m.group(1)))]
+
+
 def leftovers() -> Leftovers:
     """What dead runs left: namespaces whose lab pid is gone, veths in the host
     namespace, stray processes, state entries of dead owners."""
-    left = Leftovers()
-    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    for line in ns.splitlines():
-        name = line.split()[0] if line.split() else ""
-        m = re.match(r"tq-.*-(\d+)$", name)
-        if m and not alive(int(m.group(1))):
-            left.netns.append(name)
+    left = Leftovers(netns=dead_runs_namespaces())
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     left.links = [m.group(1) for m in re.finditer(r"^\d+: (v[ab]\d+)[@:]", links, re.M)]
     for p in Path("/proc").iterdir():
