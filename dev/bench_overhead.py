@@ -271,7 +271,7 @@ def case_line(c: str, cs: dict[str, Any]) -> str:
     ratios, starts = cs["ratios"], cs["startup_s"]
     us_conn, us_pairs = cs["bpf_us_per_conn"], cs["bpf_us_per_conn_pairs"]
     return (
-        f"{c:<14}{len(ratios):>6}{(format(cs['ratio_median'], '.3f') + TIMES) if ratios else '-':>14}"
+        f"{c:<22}{len(ratios):>6}{(format(cs['ratio_median'], '.3f') + TIMES) if ratios else '-':>14}"
         f"  {fmt_range(ratios):<14}{cs['base_rps_median'] or 0:>11.0f}{cs['with_rps_median'] or 0:>11.0f}"
         f"  {(format(us_conn, '.2f') + ' (' + fmt_range(us_pairs, '{:.1f}') + ')') if us_conn is not None else '-':<22}"
         f"{(format(cs['startup_s_median'], '.1f') + ' (' + fmt_range(starts, '{:.1f}') + ')') if starts else '-':<26}"
@@ -337,14 +337,14 @@ def case_recursion_misses(agg: dict[tuple[str, str, str], dict[str, int]], with_
 def program_lines(summary: dict[str, Any], ab_cases: list[str]) -> list[str]:
     L = ["", "Per program (sums over the BPF-time windows of the case's pairs; events/conn = events / wrk requests)"]
     L.append(
-        f"{'case':<14}{'probe':<14}{'program':<18}{'tracepoint':<24}{'events':>10}{'ns/event':>10}"
+        f"{'case':<22}{'probe':<14}{'program':<18}{'tracepoint':<24}{'events':>10}{'ns/event':>10}"
         f"{'events/conn':>13}{MICRO + 's/conn':>9}{'rec.miss':>9}"
     )
     for p in summary["programs"]:
         if not p["events"]:
             continue
         L.append(
-            f"{p['case']:<14}{p['family']:<14}{p['program'][:16]:<17}{p['tracepoint'][:25]:<26}"
+            f"{p['case']:<22}{p['family']:<14}{p['program'][:16]:<17}{p['tracepoint'][:25]:<26}"
             f"{p['events']:>10}{p['ns_per_event']:>10.0f}{p['events_per_conn']:>13.3f}"
             f"{p['us_per_conn']:>9.3f}{p['recursion_misses']:>9}"
         )
@@ -364,7 +364,7 @@ def misses_lines(summary: dict[str, Any]) -> list[str]:
     for c, m in summary["recursion_misses"].items():
         fams = sorted(set(m["wrk_windows"]) | set(m["whole_captures"]))
         L.append(
-            f"  {c:<14}"
+            f"  {c:<22}"
             + "  ".join(f"{f} {m['wrk_windows'].get(f, '-')} ({m['whole_captures'].get(f, '-')})" for f in fams)
         )
     return L
@@ -397,7 +397,7 @@ def net_of_floor_lines(summary: dict[str, Any], cpus: int) -> list[str]:
         cs["ratio_predicted"] = per_conn / (per_conn + added) if per_conn else None
         pred = f"{cs['ratio_predicted']:.3f}{TIMES}" if per_conn else "-"
         bpf = f"{cs['bpf_us_per_conn']:.2f}" if cs.get("bpf_us_per_conn") is not None else "-"
-        L.append(f"  {c:<14}BPF {bpf} as measured, {net:.2f} net; + own {cs.get('cpu_us_per_conn') or 0:.2f} = "
+        L.append(f"  {c:<22}BPF {bpf} as measured, {net:.2f} net; + own {cs.get('cpu_us_per_conn') or 0:.2f} = "
                  f"{added:.2f} {MICRO}s/conn; predicts {pred}")  # fmt: skip
     return L
 
@@ -424,7 +424,7 @@ def against_null_lines(summary: dict[str, Any], key: str = "ratios", title: str 
         median = statistics.median(ratios)
         within = lo <= median <= hi
         cs.setdefault("against_null", {})[key] = {"median_within_null_spread": within, "mann_whitney_p": p}
-        L.append(f"  {c:<14}{median:.3f}{TIMES} {'within' if within else 'OUTSIDE'}; p = {p:.3f}")
+        L.append(f"  {c:<22}{median:.3f}{TIMES} {'within' if within else 'OUTSIDE'}; p = {p:.3f}")
     return L
 
 
@@ -442,7 +442,7 @@ def cpu_ratio_lines(summary: dict[str, Any]) -> list[str]:
              "with / base: median (min" + DASH + "max); the runs' highest idle and steal shares"]  # fmt: skip
     for c, cs in rows.items():
         r = cs["cpu_ratios"]
-        L.append(f"  {c:<14}{cs['cpu_ratio_median']:.3f}{TIMES} ({fmt_range(r)})  idle {cs['idle_share_max']:.1%}, "
+        L.append(f"  {c:<22}{cs['cpu_ratio_median']:.3f}{TIMES} ({fmt_range(r)})  idle {cs['idle_share_max']:.1%}, "
                  f"steal {cs['steal_share_max']:.1%}")  # fmt: skip
     return L + against_null_lines(summary, "cpu_ratios", "Per busy CPU second. ")
 
@@ -504,7 +504,7 @@ def icount_lines(summary: dict[str, Any], runs: list[dict[str, Any]], meta: dict
         "ratio: median of the case's pairs (no window dropped); spread: (max - min) / median of its pair "
         "ratios; cost: 1e9/with - 1e9/base requests per guest second, guest ns (instructions) a connection, "
         "median of the pairs; BPF: bpf_stats' run time a connection in the guest (guest ns)",
-        f"{'case':<14}{'pairs':>6}{'base req/gs':>13}{'with req/gs':>13}{'ratio':>9}{'spread':>9}"
+        f"{'case':<22}{'pairs':>6}{'base req/gs':>13}{'with req/gs':>13}{'ratio':>9}{'spread':>9}"
         f"{'vs null':>9}{'cost ns/conn':>14}{'BPF ns/conn':>13}  ctxt/req base, with",
     ]
     null = icount_numbers(runs, "null") if any(r["case"] == "null" for r in runs) else None
@@ -524,7 +524,7 @@ def icount_lines(summary: dict[str, Any], runs: list[dict[str, Any]], meta: dict
         ctxt_b = [w["ctxt_per_request"] for w in ic["base_windows"] if w["ctxt_per_request"] is not None]
         ctxt_w = [w["ctxt_per_request"] for w in ic["with_windows"] if w["ctxt_per_request"] is not None]
         L.append(
-            f"{c:<14}{ic['pairs']:>6}{statistics.median([w['rps'] for w in ic['base_windows']]):>13.0f}"
+            f"{c:<22}{ic['pairs']:>6}{statistics.median([w['rps'] for w in ic['base_windows']]):>13.0f}"
             f"{statistics.median([w['rps'] for w in ic['with_windows']]):>13.0f}"
             f"{ic['ratio_median']:>8.4f}{TIMES}{100 * (ic['ratio_spread'] or 0):>8.2f}%"
             f"{(format(vs_null, '.4f') + TIMES) if vs_null is not None else '-':>9}"
@@ -541,7 +541,7 @@ def icount_lines(summary: dict[str, Any], runs: list[dict[str, Any]], meta: dict
     for c, ic in summary["icount"]["cases"].items():
         b = " ".join(f"{w['rps']:.0f}" for w in ic["base_windows"])
         w = " ".join(f"{w['rps']:.0f}" for w in ic["with_windows"])
-        L.append(f"  {c:<14}{b} | {w}")
+        L.append(f"  {c:<22}{b} | {w}")
     return L
 
 
@@ -599,7 +599,7 @@ def summarize(argv: list[str]) -> None:
     if ab_cases:
         L.append("")
         L.append(
-            f"{'case':<14}{'pairs':>6}{'ratio median':>14}{'  min' + DASH + 'max':<16}{'base req/s':>11}"
+            f"{'case':<22}{'pairs':>6}{'ratio median':>14}{'  min' + DASH + 'max':<16}{'base req/s':>11}"
             f"{'with req/s':>11}  {'BPF ' + MICRO + 's/conn (min' + DASH + 'max)':<22}"
             f"{'start-up s median (min' + DASH + 'max)':<26}{'PSS MB':>6}  own CPU {MICRO}s/conn (% of a CPU)"
         )
