@@ -43,9 +43,10 @@ def test_every_script_has_help(script: str) -> None:
     assert r.returncode == 0 and "USAGE" in (r.stdout + r.stderr), script
 
 
-def test_ruff_clean() -> None:
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])
+def test_ruff_clean(command: list[str]) -> None:
     r = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "ruff"), "check", *RUFF_PATHS],
+        [str(ROOT / ".venv" / "bin" / "ruff"), *command, *RUFF_PATHS],
         cwd=ROOT,
         capture_output=True,
         text=True,
