@@ -42,9 +42,10 @@ def link(f: dict, name: str) -> dict:
     return next(x for x in f["chain"] if x["link"] == name)["evidence"]
 
 
-# slow-reader and small-sndbuf: the reader's pace and the send buffer's size set the limit whatever
-# else runs (the path's delay line runs at real-time priority): tests/integration stream B. small-rcvbuf
-# and healthy are told from a slow reader by a reader that keeps up: with the machine to themselves.
+# slow-reader: the reader's pace sets the limit whatever else runs (the path's delay line runs at
+# real-time priority): tests/integration stream B. small-sndbuf limits the flow only while its writer
+# keeps the buffer full, and small-rcvbuf and healthy are told from a slow reader by a reader that
+# keeps up: with the machine to themselves (dev/test-suite).
 @pytest.mark.parametrize("variant", ["slow-reader", "small-sndbuf", "small-rcvbuf"])
 def test_a_buffer_limited_flow_gets_its_cause_with_the_kernels_numbers(kernel, tmp_path: Path, variant: str) -> None:
     run = run_lab(variant, tmp_path / variant)
