@@ -161,6 +161,13 @@ def _listening(addr: str) -> bool:
     return bool(out.stdout.strip())
 
 
+def _capture_log(host_dir: Path) -> str:
+    try:
+        return (host_dir / "fleet-capture.log").read_text(errors="replace")[-2000:]
+    except OSError as e:
+        return str(e)
+
+
 def _inode(ns: str) -> int:
     return os.stat(f"/run/netns/{ns}").st_ino
 
@@ -220,9 +227,10 @@ def test_fleet_report_names_the_faulty_host_only(fleet: Fleet) -> None:
     down = report["hosts"].pop(DOWN[0])
     assert down["status"] == "capture failed" and down["error"].startswith("no run fetched"), down
     for host, h in report["hosts"].items():
-        assert h["status"] == "captured" and h["complete"] and h["scope"] == "sampled", (host, h)
         # The capture ran inside the host, over its sshd: it sampled that namespace and no other.
         meta = json.loads((out / host / "metadata.json").read_text())
+        why = (host, meta["stop_reason"], meta["probes"], _capture_log(out / host))
+        assert h["status"] == "captured" and h["complete"] and h["scope"] == "sampled", why
         assert [n["inode"] for n in meta["netns"]] == [_inode(ns_name(host))]
         assert (out / host / "report.md").is_file()
         assert set(h["cells"]) == {f.finding for f in families.load().values()}
