@@ -97,6 +97,14 @@ def count_col(name: str, description: str) -> Col:
 EPOCH = (pa.Check.in_range(EPOCH_MIN, EPOCH_MAX),)
 PROBE_TIME = Col("time_s", INT, "wall-clock second at the end of the probe interval (epoch seconds)", EPOCH)
 SAMPLE_TIME = Col("time_s", FLOAT, "wall-clock time of the sample (epoch seconds, ms resolution)", EPOCH)
+# A table the sampler reads after the sample's counters, stamped when it read it (its clocks).
+LISTING_TIME = Col(
+    "time_s",
+    FLOAT,
+    "wall-clock time ss listed the flows (epoch seconds, ms resolution): within the sample that "
+    "began at or before it (counters.csv's time_s), later by what the sampler did first",
+    EPOCH,
+)
 NETNS = Col(
     "netns",
     INT,

@@ -12,6 +12,7 @@ from .columns import (
     EPOCH_MIN,
     FLOAT,
     INT,
+    LISTING_TIME,
     NETNS,
     NONNEG,
     PORT,
@@ -186,7 +187,7 @@ SAMPLED_TABLES: tuple[Table, ...] = (
         "the namespace, only about one sample in ceil(inuse / that) lists the flows. Absent in runs of "
         "contract 9 or older, and in contract-10 runs made before the sampler listed flows.",
         (
-            SAMPLE_TIME,
+            LISTING_TIME,
             NETNS,
             Col("laddr", STR, "local address"),
             Col("lport", INT, "local port", PORT),

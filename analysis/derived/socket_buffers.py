@@ -86,11 +86,14 @@ class Side:
         return self.deltas["bytes_acked"] / self.span_s if self.span_s > 0 else None
 
 
-def first_sample(run: RunLike, netns: int) -> float | None:
-    """The namespace's first sample (every flow listed then is a baseline, not a new flow)."""
+def first_sample(run: RunLike, netns: int) -> tuple[float, float] | None:
+    """The namespace's first sample, from its start to the next one's (every flow listed then is a
+    baseline, not a new flow; a listing is stamped when ss ran, after the sample's counters)."""
     c = run.table("counters")
-    t = c.loc[c["netns"] == netns, "time_s"]
-    return float(t.min()) if not t.empty else None
+    t = sorted(set(c.loc[c["netns"] == netns, "time_s"]))
+    if not t:
+        return None
+    return float(t[0]), float(t[1]) if len(t) > 1 else float(t[0]) + float(run.metadata.get("interval_s") or 1)
 
 
 def _samples_between(run: RunLike, netns: int, t0: float, t1: float) -> int:
@@ -100,10 +103,10 @@ def _samples_between(run: RunLike, netns: int, t0: float, t1: float) -> int:
     return int(((t > t0 + 1e-3) & (t <= t1 + 1e-3)).sum())
 
 
-def _side(run: RunLike, key: tuple[Any, ...], rows: pd.DataFrame, first: float | None) -> Side:
+def _side(run: RunLike, key: tuple[Any, ...], rows: pd.DataFrame, first: tuple[float, float] | None) -> Side:
     rows = rows.sort_values("time_s")
     head, tail = rows.iloc[0], rows.iloc[-1]
-    baseline = first is not None and abs(float(head["time_s"]) - first) < 0.01
+    baseline = first is not None and first[0] - 0.01 < float(head["time_s"]) < first[1]
     base = {c: (int(head[c]) if baseline and pd.notna(head[c]) else 0) for c in CLOCKS}
     deltas = {c: int(tail[c]) - base[c] if pd.notna(tail[c]) else 0 for c in CLOCKS}
     t0, t1 = float(head["time_s"]), float(tail["time_s"])
@@ -149,7 +152,7 @@ def sides(run: RunLike, probe: bool = True) -> dict[tuple[int, str, int, str, in
     probe counted on it (sb_flow.csv) when it ran and PROBE is set."""
     sb = run.table("sock_buffers")
     out: dict[tuple[int, str, int, str, int], Side] = {}
-    firsts: dict[int, float | None] = {}
+    firsts: dict[int, tuple[float, float] | None] = {}
     for key, rows in sb.groupby(KEY, sort=True):
         ns = int(key[0])
         if ns not in firsts:
