@@ -10,6 +10,7 @@ from pathlib import Path
 
 REGISTRY = Path(__file__).resolve().parent.parent / "probes" / "families.conf"
 KEYS = ("probes", "records", "finding", "rule", "metrics", "plots", "lab", "tier", "object", "train", "bench")
+OPTIONAL_KEYS = ("guest",)
 TIERS = ("rare", "full")  # the probe tiers of capture and monitor (sampled runs no probe)
 OBJECT_KINDS = ("listener", "flow", "destination", "thread")  # analysis/findings.py object_name
 
@@ -35,6 +36,8 @@ class Family:
     object_kind: str  # one of OBJECT_KINDS: what its findings name
     train_weight: int  # in training's draw of incidents; 0: never drawn
     bench: tuple[str, ...]  # LAB:VARIANT cases of dev/bench, low rate first
+    # (LAB, VARIANT, CAUSE) the VM matrix runs in its guests only: each changes the whole machine.
+    guest: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def rule_module(self) -> str:
@@ -51,8 +54,9 @@ def _parse(path: Path) -> dict[str, dict[str, list[str]]]:
         words = line.split("#", 1)[0].split()
         if not words:
             continue
-        if len(words) < 3 or words[1] not in KEYS:
-            raise RegistryError(f"{path}:{lineno}: expected FAMILY KEY VALUE... with KEY one of {', '.join(KEYS)}")
+        if len(words) < 3 or words[1] not in KEYS + OPTIONAL_KEYS:
+            known = ", ".join(KEYS + OPTIONAL_KEYS)
+            raise RegistryError(f"{path}:{lineno}: expected FAMILY KEY VALUE... with KEY one of {known}")
         fam = raw.setdefault(words[0], {})
         if words[1] in fam:
             raise RegistryError(f"{path}:{lineno}: {words[0]} {words[1]} given twice")
@@ -78,6 +82,9 @@ def load(path: Path = REGISTRY) -> dict[str, Family]:
             raise RegistryError(f"{path}: family {name} train {weight}: not a whole number")
         if not all(":" in case for case in keys["bench"]):
             raise RegistryError(f"{path}: family {name} bench: each case is LAB:VARIANT")
+        guest = tuple(tuple(case.split(":")) for case in keys.get("guest", []))
+        if not all(len(case) == 3 and all(case) for case in guest):
+            raise RegistryError(f"{path}: family {name} guest: each scenario is LAB:VARIANT:CAUSE")
         out[name] = Family(
             name=name,
             probes=tuple(keys["probes"]),
@@ -94,6 +101,7 @@ def load(path: Path = REGISTRY) -> dict[str, Family]:
             object_kind=kind,
             train_weight=int(weight),
             bench=tuple(keys["bench"]),
+            guest=guest,  # type: ignore[arg-type]
         )
     return out
 

@@ -27,6 +27,13 @@ from analysis.families import FAMILIES
 P2C = Path(__file__).resolve().parents[2] / "collector" / "probe-to-csv"
 # Each family's scenario (its lab and variant) and the finding it must produce.
 EXPECTED = {f.name: (f"{f.lab} {f.lab_variant}", f.finding) for f in FAMILIES.values()}
+# The scenarios a guest runs besides (families.conf "guest"), by their run's name: the family,
+# the lab and variant, and the cause the finding must name.
+GUEST = {
+    f"{f.name}@{variant}": (f.name, f"{lab} {variant}", cause)
+    for f in FAMILIES.values()
+    for lab, variant, cause in f.guest
+}
 
 
 def load(p: Path):
@@ -56,6 +63,13 @@ def target_rows(d: Path) -> tuple[list[dict], list[str]]:
         if fam not in asked:
             continue
         row, fam_problems = family_row(d, fam, target, doctor, tiers, labs)
+        rows.append(row)
+        problems += fam_problems
+    # In a guest (a machine of its own) only: the host target never runs them.
+    for name, (fam, _, _) in GUEST.items():
+        if fam not in asked or d.name == "host":
+            continue
+        row, fam_problems = family_row(d, fam, target, doctor, tiers, labs, name)
         rows.append(row)
         problems += fam_problems
     return rows, problems
@@ -89,36 +103,42 @@ def read_labs(d: Path) -> dict[str, dict]:
 
 
 def family_row(
-    d: Path, fam: str, target: dict, doctor: dict, tiers: dict[str, dict], labs: dict[str, dict]
+    d: Path, fam: str, target: dict, doctor: dict, tiers: dict[str, dict], labs: dict[str, dict], name: str = ""
 ) -> tuple[dict, list[str]]:
-    """One family's row on a target, and its failed checks: the finding expected, the tier file predicted."""
+    """One scenario's row on a target (the family's own, or NAME of its guest scenarios), and its
+    failed checks: the finding expected (with the guest scenario's cause), the tier file predicted."""
+    name = name or fam
     scenario, kind = EXPECTED[fam]
+    cause = None
+    if name in GUEST:
+        _, scenario, cause = GUEST[name]
     problems: list[str] = []
     predicted = ((doctor.get("families") or {}).get(fam) or {}).get("file")
-    run = d / "runs" / fam
+    run = d / "runs" / name
     meta = load(run / "metadata.json") or {}
     ran = (meta.get("probes") or {}).get(fam) or {}
     ran_file = ran.get("file")
     # No file of the family runs on this kernel (doctor says which tracepoint is missing): the
     # capture runs none, and the rule, on the sampled data alone, can suspect but not confirm.
     probeless = predicted is None and ran_file is None
-    verdict, status = family_verdict(run, kind, labs.get(fam))
+    verdict, status = family_verdict(run, kind, labs.get(name))
     wanted = ("confirmed", "suspected") if probeless else ("confirmed",)
-    ok = status in wanted
+    ok = status in wanted and (cause is None or verdict.endswith(f"({cause})"))
     if not ok:
-        problems.append(f"{d.name}: {fam}: expected {kind} {' or '.join(wanted)}, got {verdict}")
+        expected = f"{kind} {' or '.join(wanted)}" + (f" ({cause})" if cause else "")
+        problems.append(f"{d.name}: {name}: expected {expected}, got {verdict}")
     unknown = unknown_lines(d, fam, ran, ran_file)
     if unknown not in ("0/0", "0/-", "-/0", "-/-"):
-        problems.append(f"{d.name}: {fam}: lines the parser does not know (capture/alone): {unknown}")
+        problems.append(f"{d.name}: {name}: lines the parser does not know (capture/alone): {unknown}")
     pred_ok = probeless or (
         predicted is not None and ran_file is not None and Path(ran_file).name == Path(predicted).name
     )
     if not pred_ok:
-        problems.append(f"{d.name}: {fam}: doctor predicted {predicted}, capture ran {ran_file}")
+        problems.append(f"{d.name}: {name}: doctor predicted {predicted}, capture ran {ran_file}")
     copied = tiers.get(Path(ran_file).name if ran_file else "", {})
     row = {
         **target,
-        "family": fam,
+        "family": fam if name == fam else f"{fam} ({name.partition('@')[2]})",
         "tier_file": Path(ran_file).name if ran_file else "-",
         "tier": ran.get("tier") or "-",
         "predicted": ("yes (none runs here)" if probeless else "yes") if pred_ok else f"no ({predicted})",
@@ -126,9 +146,9 @@ def family_row(
         "scenario": scenario,
         "verdict": verdict,
         "verdict_ok": ok,
-        "lab_seconds": labs.get(fam, {}).get("seconds", "-"),
+        "lab_seconds": labs.get(name, {}).get("seconds", "-"),
         "unknown_lines": unknown,
-        "cost_per_event": cost_per_event(d, fam, ran_file),
+        "cost_per_event": cost_per_event(d, name, ran_file),
     }
     return row, problems
 

@@ -23,8 +23,14 @@
 #                 below the BDP (and autotuning is off), so the flow is held back by a
 #                 window the reader empties at once (rwnd_limited, no zero window)
 #   healthy       the same path with the kernel's autotuned buffers: nothing found
+#   memory-pressure  healthy's flow while the host's TCP memory limit (net.ipv4.tcp_mem, one
+#                 for every namespace) is lowered to a few pages: TCP enters memory pressure
+#                 (TcpExt TCPMemoryPressures), stops growing the flow's buffers, and the
+#                 send buffer, not the reader, caps it. It changes the whole machine's TCP:
+#                 it runs only with LAB_HOST_WIDE=1, on a machine of its own (the VM matrix
+#                 runs it in its guests); restored at the end, or by the next run's reaper
 
-LAB_VARIANTS=(slow-reader small-sndbuf small-rcvbuf healthy)
+LAB_VARIANTS=(slow-reader small-sndbuf small-rcvbuf healthy memory-pressure)
 # Only this family's probe: the lab's object is one flow's buffers.
 LAB_PROBES=socket_buffers
 LAB_BINARIES=(bufflow delayline)
@@ -39,6 +45,8 @@ over a ${PATH_RATE:-20mbit} [PATH_RATE] path with ${DELAY:-20ms} [DELAY] each wa
   small-sndbuf  the writer's SO_SNDBUF 8192 [SNDBUF]
   small-rcvbuf  the reader's SO_RCVBUF 8192 [RCVBUF]
   healthy       autotuned buffers, a reader as fast as the data
+  memory-pressure  healthy's flow with the host's net.ipv4.tcp_mem set to "1 2 MAX" [TCP_MEM]
+                (host-wide: only with LAB_HOST_WIDE=1, on a machine of its own)
 TEXT
 }
 
@@ -50,6 +58,11 @@ lab_params() {
 	slow-reader) READ_SIZE=${want_read:-4096} READ_EVERY=${READ_EVERY_SLOW:-100ms} ;;
 	small-sndbuf) SNDBUF=${want_sndbuf:-8192} ;;
 	small-rcvbuf) RCVBUF=${want_rcvbuf:-8192} ;;
+	memory-pressure)
+		[[ ${LAB_HOST_WIDE:-} == 1 ]] || die "variant memory-pressure lowers net.ipv4.tcp_mem, which is the whole machine's (every namespace's TCP): run it on a machine of its own with LAB_HOST_WIDE=1 (dev/vm/matrix does, in its guests)"
+		# Pressure from the second page TCP holds, and the hard limit left where it was (no drops).
+		TCP_MEM=${TCP_MEM:-"1 2 $(awk '{print $3}' /proc/sys/net/ipv4/tcp_mem)"}
+		;;
 	esac
 	[[ $PATH_RATE =~ ^([0-9]+)(mbit|kbit)$ ]] || die "PATH_RATE must be like 20mbit or 500kbit, got '$PATH_RATE'"
 	RATE_BPS=$((BASH_REMATCH[1] * 1000))
@@ -64,9 +77,26 @@ lab_params() {
 	small-sndbuf) LAB_SUMMARY+="the writer's SO_SNDBUF $SNDBUF" ;;
 	small-rcvbuf) LAB_SUMMARY+="the reader's SO_RCVBUF $RCVBUF" ;;
 	healthy) LAB_SUMMARY+="autotuned buffers" ;;
+	memory-pressure) LAB_SUMMARY+="autotuned buffers under TCP memory pressure (the host's tcp_mem $TCP_MEM)" ;;
 	esac
 	LAB_MAX_SECONDS=$((LOAD_SECONDS + 90))
 	LAB_PATH=1
+}
+
+# memory-pressure: the host's TCP memory limit lowered for the lab's life, restored by the lab's
+# cleanup, or after a SIGKILL by the next run's reaper (a host-sysctl state entry). Linux >= 6.0
+# adds a CPU's TCP pages to the host's count (what tcp_mem is checked against) a megabyte at a
+# time (net.core.mem_pcpu_rsv, 256 pages at the least): the pressure starts once one CPU has
+# charged that much more than it freed, which the flow's send queue does within its first second.
+HOST_SYSCTLS_SET=""
+lower_tcp_mem() {
+	local old
+	old=$(sysctl -n net.ipv4.tcp_mem | tr -s '\t ' '  ')
+	state_own host-sysctl "net.ipv4.tcp_mem $old"
+	cleanup_push "sysctl -qw 'net.ipv4.tcp_mem=$old'"
+	sysctl -qw "net.ipv4.tcp_mem=$TCP_MEM" || die "cannot set net.ipv4.tcp_mem to '$TCP_MEM'"
+	HOST_SYSCTLS_SET="net.ipv4.tcp_mem=$TCP_MEM"
+	log "host-wide for the lab's life: $HOST_SYSCTLS_SET (it was $old)"
 }
 
 # The path's delay: netem on both of the path namespace's ports where the kernel has it,
@@ -74,6 +104,7 @@ lab_params() {
 PATH_TOOL="" DELAYLINE_PID=""
 lab_setup_netns() {
 	local want=${PATH_DELAY:-auto} port
+	[[ $variant != memory-pressure ]] || lower_tcp_mem
 	if [[ $want != delayline ]] &&
 		in_netns "pid:$PATH_NS_PID" tc qdisc add dev pa root netem delay "$DELAY" rate "$PATH_RATE" limit "$QUEUE" 2>/dev/null; then
 		in_netns "pid:$PATH_NS_PID" tc qdisc add dev pb root netem delay "$DELAY" rate "$PATH_RATE" limit "$QUEUE" ||
@@ -168,5 +199,5 @@ lab_json() {
 		cli_ns="$CLI_NS" cli_inode="$(netns_inode "$CLI_NS")" cli_ip="$CLI_IP" port="$LAB_PORT" \
 		load_seconds="$LOAD_SECONDS" load_start="$LOAD_START" load_end="$LOAD_END" \
 		path_tool="$PATH_TOOL" path_rate_bps="$RATE_BPS" delay_ms="$DELAY_MS" queue="$QUEUE" bdp_bytes="$BDP_BYTES" \
-		read_size="$READ_SIZE" read_every="$READ_EVERY" sndbuf="$SNDBUF" rcvbuf="$RCVBUF"
+		read_size="$READ_SIZE" read_every="$READ_EVERY" sndbuf="$SNDBUF" rcvbuf="$RCVBUF" host_sysctls="$HOST_SYSCTLS_SET"
 }

@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any
 
 # What each variant makes the bottleneck: the cause the lab's finding must name.
-CAUSE = {"slow-reader": "slow_reader", "small-sndbuf": "small_sndbuf", "small-rcvbuf": "small_rcvbuf"}
+CAUSE = {
+    "slow-reader": "slow_reader",
+    "small-sndbuf": "small_sndbuf",
+    "small-rcvbuf": "small_rcvbuf",
+    "memory-pressure": "memory_pressure",
+}
 SS_FIELDS = {
     "busy_ms": r"\bbusy:(\d+)ms",
     "rwnd_limited_ms": r"\brwnd_limited:(\d+)ms",
@@ -153,6 +158,8 @@ def main(argv: list[str]) -> int:
             "bdp_bytes": int(a["bdp_bytes"]),
             "delayline": load(work / "path.json"),
         },
+        # What the variant set for the whole machine while it ran (memory-pressure), "KEY=VALUE" each.
+        "host_sysctls": [kv for kv in a.get("host_sysctls", "").split(";") if kv],
         "flow": flow(a, work, files),
         "counters": {side: counter_deltas(files, side) for side in ("sender", "receiver")},
         "command": f"make lab LAB=socket-buffers VARIANT={a['variant']}",

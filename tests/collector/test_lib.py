@@ -72,3 +72,31 @@ def test_a_ctrl_c_lets_a_python_helper_finish_without_a_traceback(tmp_path: Path
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
     assert out.splitlines() == ["helper done", "caller trapped"], out
     assert proc.returncode == 130
+
+
+def test_the_next_run_restores_a_host_sysctl_a_killed_run_changed(tmp_path: Path) -> None:
+    """A run SIGKILLed while a host-wide setting was changed (the socket-buffers memory-pressure
+    lab's net.ipv4.tcp_mem, three numbers) leaves a host-sysctl entry; the next driver's reaper
+    writes the old value back. Here in a namespace of the test's own, with a setting of the same
+    shape (ip_local_port_range: two numbers), so that the host's own stays untouched."""
+    lib = _lib_in(tmp_path)
+    state = tmp_path / "state"
+    dead = state / "4194305.1"  # above the kernel's highest pid: never alive
+    dead.mkdir(parents=True)
+    (dead / "prog").write_text("lab\n")
+    (dead / "manifest").write_text("host-sysctl\tnet.ipv4.ip_local_port_range 32768 60999\n")
+    ns = f"tq-test-reap-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        key = "net.ipv4.ip_local_port_range"
+        run = ["ip", "netns", "exec", ns, "bash", "-c"]
+        subprocess.run([*run, f"sysctl -qw '{key}=40000 40100'"], check=True)
+        out = subprocess.run(
+            [*run, f'source "{lib}"; reap_dead_runs; sysctl -n {key}'],
+            check=True, capture_output=True, text=True, env={**os.environ, "TQ_STATE_DIR": str(state)},
+        )  # fmt: skip
+        assert out.stdout.split() == ["32768", "60999"], out
+        assert f"{key} restored to 32768 60999" in out.stderr
+        assert not dead.exists()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)

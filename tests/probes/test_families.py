@@ -86,6 +86,12 @@ def test_plots_and_lab(name: str) -> None:
     lab = (ROOT / "labs" / fam.lab / "lab.sh").read_text()
     variants = re.search(r"^LAB_VARIANTS=\(([^)]*)\)", lab, re.M)
     assert variants and fam.lab_variant in variants[1].split()
+    # A guest scenario: its lab's variant, and a cause its wording words.
+    for guest_lab, variant, cause in fam.guest:
+        text = (ROOT / "labs" / guest_lab / "lab.sh").read_text()
+        found = re.search(r"^LAB_VARIANTS=\(([^)]*)\)", text, re.M)
+        assert found and variant in found[1].split(), (guest_lab, variant)
+        assert cause in import_module(fam.wording_module).CAUSES, cause
 
 
 def test_registry_errors_name_the_line(tmp_path: Path) -> None:
@@ -95,6 +101,13 @@ def test_registry_errors_name_the_line(tmp_path: Path) -> None:
         load(bad)
     bad.write_text("foo  probes foo.bt\n")
     with pytest.raises(RegistryError, match="family foo lacks records"):
+        load(bad)
+    good = (ROOT / "probes" / "families.conf").read_text()
+    bad.write_text(good + "socket_buffers  guest  socket-buffers:memory-pressure\n")
+    with pytest.raises(RegistryError, match="socket_buffers guest given twice"):
+        load(bad)
+    bad.write_text(good.replace("socket-buffers:memory-pressure:memory_pressure", "socket-buffers:memory-pressure"))
+    with pytest.raises(RegistryError, match="family socket_buffers guest: each scenario is LAB:VARIANT:CAUSE"):
         load(bad)
 
 

@@ -60,9 +60,6 @@ NOT_IN_ANY_FIXTURE = {
     ("socket_buffer_limit", "probe", "reader_queue"),
     ("socket_buffer_limit", "cause", "peer_window"),
     ("socket_buffer_limit", "fix", "peer_window"),
-    # TCP memory pressure is host-wide (tcp_mem is the host's): no lab may cause it on a shared machine.
-    ("socket_buffer_limit", "cause", "memory_pressure"),
-    ("socket_buffer_limit", "fix", "memory_pressure"),
 }
 
 
