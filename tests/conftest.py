@@ -4,10 +4,12 @@ probe run proves nothing."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -17,6 +19,15 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 def fixture_run(name: str) -> Path:
     return FIXTURES / name
+
+
+def script_module(path: str) -> ModuleType:
+    """A Python file of the pack that is a script, not a package module (dev/, labs/), imported."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture

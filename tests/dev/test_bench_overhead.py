@@ -4,22 +4,17 @@ project's CI machine, 2026-11-27 (with/base throughput per pair, in pair order).
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 from types import ModuleType
 
-from tests.conftest import ROOT
+from tests.conftest import script_module
 
 NULL = [0.977, 0.832, 0.813, 0.829, 1.324, 1.028, 1.163, 1.037, 1.460, 1.376, 0.928, 1.015]
 MONITOR = [0.786, 0.892, 0.789, 1.007, 0.987, 0.821, 0.994, 1.355, 0.936, 1.134, 1.589, 0.957]
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_overhead", ROOT / "dev" / "bench_overhead.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("dev/bench_overhead.py")
 
 
 def _case(ratios: list[float]) -> dict[str, object]:

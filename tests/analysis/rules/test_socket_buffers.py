@@ -6,7 +6,6 @@ findings a host with only the sender, or only the reader, gets."""
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cache
 from types import ModuleType
 
@@ -18,7 +17,7 @@ from analysis.findings import Finding
 from analysis.load import Run
 from analysis.rules import socket_buffers as rule
 from analysis.wording import describe, headline
-from tests.conftest import ROOT, fixture_run
+from tests.conftest import fixture_run, script_module
 
 # memory-pressure-trixie: from the Debian 13 guest (the variant lowers the host-wide tcp_mem).
 VARIANTS = ["slow-reader", "small-sndbuf", "small-rcvbuf", "memory-pressure-trixie"]
@@ -29,11 +28,7 @@ TICK_MS = 4
 @cache
 def lab_json() -> ModuleType:
     """labs/socket-buffers/lab_json.py, the lab's own reader of its ss samples."""
-    spec = importlib.util.spec_from_file_location("sb_lab_json", ROOT / "labs" / "socket-buffers" / "lab_json.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("labs/socket-buffers/lab_json.py")
 
 
 def _ours(run: Run) -> list[Finding]:

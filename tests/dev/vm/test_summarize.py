@@ -6,22 +6,17 @@ socket_buffers` wrote them on 2026-11-28, cut to what the table reads."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
-from tests.conftest import ROOT
+from tests.conftest import script_module
 
 FILE = "probes/socket_buffers.bt"
 
 
 def _summarize() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("summarize", ROOT / "dev" / "vm" / "summarize.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("dev/vm/summarize.py")
 
 
 def _run(d: Path, name: str, cause: str) -> None:
