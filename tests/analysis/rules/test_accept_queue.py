@@ -10,6 +10,7 @@ from analysis.findings import CHAIN_ORDER
 from analysis.load import Run
 from analysis.render.report import write_report
 from analysis.rules import accept_queue
+from analysis.rules.accept_queue.chain import classify
 from analysis.wording import describe
 from tests.conftest import fixture_run
 
@@ -105,7 +106,7 @@ def test_queue_full_across_intervals_while_accepting_is_capacity() -> None:
     full_end = rows["depth_now"] >= rows["limit"]
     rows.loc[full_end, "accepted"] = pd.array([50] * int(full_end.sum()), dtype="Int64")
     assert int(full_end.sum()) >= 2
-    cls, ev = accept_queue._classify(rows.sort_values("time_s"))
+    cls, ev = classify(rows.sort_values("time_s"))
     assert cls == "capacity" and ev["intervals_stalled"] == 0
 
 
