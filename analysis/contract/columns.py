@@ -112,12 +112,21 @@ NETNS = Col(
     (pa.Check.gt(0),),
 )
 
+ADDR_FAMILY = Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),))
+# Probe rows keyed by flow: the socket's own local and remote address and port.
+FLOW_ADDRESSES = (
+    Col("laddr", STR, "local address"),
+    Col("lport", INT, "local port", PORT),
+    Col("raddr", STR, "remote address"),
+    Col("rport", INT, "remote port", PORT),
+)
+
 # Probe rows keyed by endpoint: the service port is the lower of the two ports,
 # so one client's many ephemeral ports fold into one key.
 ENDPOINT_KEY = (
     PROBE_TIME,
     NETNS,
-    Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+    ADDR_FAMILY,
     Col("laddr", STR, "local address"),
     Col("raddr", STR, "remote address"),
     Col("service_port", INT, "the lower of the two ports (the server's, as a rule)", PORT),

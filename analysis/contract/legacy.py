@@ -6,9 +6,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
-import pandera.pandas as pa
 
-from .columns import COMM_TEXT, ENDPOINT_KEY, INT, NETNS, NONNEG, PORT, PROBE_TIME, STR, Col, Table, count_col
+from .columns import (
+    ADDR_FAMILY,
+    COMM_TEXT,
+    ENDPOINT_KEY,
+    INT,
+    NETNS,
+    NONNEG,
+    PORT,
+    PROBE_TIME,
+    STR,
+    Col,
+    Table,
+    count_col,
+)
 from .tables import CONTRACT_VERSION, TABLES
 
 # Runs written under an older data contract still load: their tables that have
@@ -200,7 +212,7 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
                 (
                     PROBE_TIME,
                     NETNS,
-                    Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+                    ADDR_FAMILY,
                     Col("laddr", STR, "local address the socket listens on"),
                     Col("lport", INT, "local port", PORT),
                     count_col("limit", "sk_max_ack_backlog: the effective accept-queue limit"),

@@ -7,9 +7,11 @@ from __future__ import annotations
 import pandera.pandas as pa
 
 from .columns import (
+    ADDR_FAMILY,
     COMM_TEXT,
     ENDPOINT_KEY,
     EPOCH,
+    FLOW_ADDRESSES,
     INT,
     NETNS,
     NONNEG,
@@ -65,7 +67,7 @@ PROBE_TABLES: tuple[Table, ...] = (
         (
             PROBE_TIME,
             NETNS,
-            Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
+            ADDR_FAMILY,
             Col("laddr", STR, "local address the socket listens on"),
             Col("lport", INT, "local port", PORT),
             SOCK_INO,
@@ -149,11 +151,8 @@ PROBE_TABLES: tuple[Table, ...] = (
         (
             PROBE_TIME,
             NETNS,
-            Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
-            Col("laddr", STR, "local address"),
-            Col("lport", INT, "local port", PORT),
-            Col("raddr", STR, "remote address"),
-            Col("rport", INT, "remote port", PORT),
+            ADDR_FAMILY,
+            *FLOW_ADDRESSES,
             count_col("data_segs", "data segments re-sent (tcp_skb_pcount, as TcpRetransSegs counts)"),
             count_col(
                 "data_segs_out",
@@ -256,11 +255,8 @@ PROBE_TABLES: tuple[Table, ...] = (
         (
             PROBE_TIME,
             NETNS,
-            Col("family", INT, "address family: 2 = IPv4, 10 = IPv6", (pa.Check.isin([2, 10]),)),
-            Col("laddr", STR, "local address"),
-            Col("lport", INT, "local port", PORT),
-            Col("raddr", STR, "remote address"),
-            Col("rport", INT, "remote port", PORT),
+            ADDR_FAMILY,
+            *FLOW_ADDRESSES,
             count_col(
                 "limited_writes",
                 "writes (sendmsg returns) that found the send buffer full or the flow limited: the sum of the "
