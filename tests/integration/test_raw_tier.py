@@ -124,14 +124,16 @@ def test_accept_queue_both_tiers_count_the_same_on_one_run(side_by_side) -> None
 
     ref, raw = lab_listener(pd.read_csv(csv / "aq_listener.csv")), lab_listener(run.table("aq_listener"))
     assert not ref.empty and not raw.empty
-    # The reference's plain-map increments can each lose one when two CPUs queue at once
-    # (its header); events the kernel skipped either tier's programs for are counted by none.
+    # Events the kernel skipped either tier's programs for are counted by none.
     misses = (run.metadata["probes"]["accept_queue"]["recursion_misses"] or 0) + ref_misses
-    # The raw tier counts per CPU and loses none; the reference may be short (587 against the
-    # raw tier's 600 and the server's 600 in a CI run, 2026-11-26).
+    served = srv["stats"]["accepted"]
+    # The raw tier counts per CPU (count()) and loses none: every connection the server accepted
+    # was queued once. The reference's plain-map "++" loses one whenever two CPUs queue at once
+    # (its header), more the busier the machine: 587 and 565 of 600 in CI runs (2026-11-26, -28),
+    # never over. Held to the server's count, not to each other.
     enq_ref, enq_raw = int(ref["enqueues"].sum()), int(raw["enqueues"].sum())
-    assert enq_ref > 100 and -3 - misses <= enq_raw - enq_ref <= max(3, 0.03 * enq_ref) + misses, (
-        enq_ref, enq_raw, misses)  # fmt: skip
+    assert enq_raw == pytest.approx(served, rel=0.01, abs=2 + misses), (enq_raw, served, misses)
+    assert 0.85 * enq_raw - misses <= enq_ref <= enq_raw + 3 + misses, (enq_ref, enq_raw, misses)
     full_ref, full_raw = int(ref["full_events"].sum()), int(raw["full_events"].sum())
     # Full events come when many CPUs queue at once, just when the reference's plain-map
     # "++" loses increments, and the raw tier's count() does not: the reference runs short
@@ -143,7 +145,6 @@ def test_accept_queue_both_tiers_count_the_same_on_one_run(side_by_side) -> None
         full_ref, full_raw, enq_ref, enq_raw, misses)  # fmt: skip
     assert set(raw["limit"]) == set(ref["limit"]) == {int(srv["backlog_requested"])}
     assert abs(int(raw["depth_max"].max()) - int(ref["depth_max"].max())) <= 1
-    served = srv["stats"]["accepted"]
     assert int(ref["accepted"].sum()) == pytest.approx(served, rel=0.01, abs=2 + ref_misses)
     # The raw tier derives accepts from its enqueue count (depth before + enqueues - depth
     # after), counted per CPU (count()): none lost when two CPUs queue at once. With a
