@@ -266,8 +266,10 @@ def test_accept_queue_raw_counts_listeners_first_seen_on_two_cpus_at_once(bpftra
     accepts exact but for the first interval's one too many the header allows."""
     cpus = sorted(os.sched_getaffinity(0))
     assert len(cpus) >= 2, "needs two CPUs"
+    # 16 listeners a round: each race holds a second slot until the next tick, so even a round
+    # where every listener races fits the probe's 32 (28 a round left one untracked in a CI run).
     mine, ports = _raw_accept_queue_rows(
-        bpftrace_023, tmp_path, lambda: [p for _ in range(4) for p in _first_seen_on_two_cpus(28, cpus)]
+        bpftrace_023, tmp_path, lambda: [p for _ in range(6) for p in _first_seen_on_two_cpus(16, cpus)]
     )
     per_socket = mine.groupby(["lport", "sock_ino"])[["enqueues", "accepted"]].sum()
     assert len(per_socket) == len(ports), per_socket
