@@ -26,29 +26,32 @@ LOOP_MAX_BLOCKED = Threshold(
     0.05,
     "blocked in epoll under this share of the window: the loop never waits; at or above: it waits",
 )
-LOOP_MIN_SATURATED_CPU = Threshold(
-    "loop_min_saturated_cpu", 0.9, "never waits and on a CPU at least this share: saturated by its own work"
-)
-LOOP_STARVED_RUNQ_OF_REST = Threshold(
-    "loop_starved_runq_of_rest",
-    0.5,
-    "never waits, under the saturated share, and runnable but waiting for a CPU at least this share of the time it "
-    "was neither on a CPU nor blocked: starved of CPU (the machine's CPU, not its own work)",
+LOOP_STARVED_RUNQ_SHARE = Threshold(
+    "loop_starved_runq_share",
+    0.25,
+    "never waits, and waiting for a CPU at least this share of the time it was on or waiting for one: starved of "
+    "CPU (the machine's CPU, not its own work)",
 )
 LOOP_MIN_STARVED_RUNQ = Threshold(
     "loop_min_starved_runq", 0.02, "...and waiting for a CPU at least this share of the window"
 )
+LOOP_MIN_SATURATED_BUSY = Threshold(
+    "loop_min_saturated_busy",
+    0.8,
+    "never waits, not starved, and on or waiting for a CPU at least this share of the window: saturated by its own "
+    "work",
+)
 LOOP_MIN_BUSY = Threshold(
     "loop_min_busy",
     0.5,
-    "never waits, neither saturated nor starved, and on or waiting for a CPU together under this share: it sleeps "
-    "elsewhere (a lock, a timer, another call), not a saturated loop; anything else: unknown (not checked)",
+    "never waits, and on or waiting for a CPU together under this share: it sleeps elsewhere (a lock, a timer, "
+    "another call), not a saturated loop; neither this nor starved nor saturated: unknown (not checked)",
 )
 LOOP_THRESHOLDS = (
     LOOP_WINDOW_MIN_S,
     LOOP_MAX_BLOCKED,
-    LOOP_MIN_SATURATED_CPU,
-    LOOP_STARVED_RUNQ_OF_REST,
-    LOOP_MIN_STARVED_RUNQ,
     LOOP_MIN_BUSY,
+    LOOP_STARVED_RUNQ_SHARE,
+    LOOP_MIN_STARVED_RUNQ,
+    LOOP_MIN_SATURATED_BUSY,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.contract.verdict_thresholds import LOOP_MIN_SATURATED_BUSY, LOOP_STARVED_RUNQ_SHARE
 from analysis.findings import Finding, Link
 
 from .base import Wording, by_step
@@ -18,6 +19,9 @@ from .servers import server_knob
 from .template import Opt, Part
 
 KIND = "event_loop_saturation"
+# The rule's two bars, as its thresholds hold them.
+SATURATED_BUSY_PCT = f"{100 * LOOP_MIN_SATURATED_BUSY.value:.0f} %"
+STARVED_RUNQ_PCT = f"{100 * LOOP_STARVED_RUNQ_SHARE.value:.0f} %"
 TITLE = "Event loop saturated"
 CAUSES = {
     "loop_saturated": "the loop always finds work ready",
@@ -108,7 +112,8 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ("probe", "unknown"): (
         "Probe: over its busy window ({window_from_rel_s} s to {window_to_rel_s} s) it was blocked in epoll "
         "{window_blocked_pct} %, on a CPU {window_cpu_pct} % and waiting for one {window_runq_pct} % (the scheduler's "
-        "clocks): neither saturated (on a CPU 90 % or more) nor starved of CPU (waiting for one most of the rest); "
+        "clocks): neither saturated (on or waiting for a CPU " + SATURATED_BUSY_PCT + " or more of it) nor starved of "
+        "CPU (waiting for one " + STARVED_RUNQ_PCT + " or more of that time); "
         "where the rest went (sleeping outside epoll: a lock, a disk, another call) needs an off-CPU profile of "
         "that thread.",
         Opt("{others_text}"),
@@ -119,8 +124,9 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         "clients (a listener elsewhere) or is a client itself was not checked. Run `{command}`.",
     ),
     ("cause", "cpu_starved"): (
-        "Cause: the machine's CPU: the loop found work at every call and was ready to run, but spent most of the "
-        "time it was not on a CPU waiting for one (the run queue), not blocked or asleep",
+        "Cause: the machine's CPU: the loop found work at every call, and of the time it was ready to run it spent "
+        + STARVED_RUNQ_PCT
+        + " or more waiting for a CPU (the run queue), not blocked or asleep",
         Opt(" (GOMAXPROCS={gomaxprocs}, {work_per_request} of CPU per request)"),
         ". Whatever its own load, other work on its CPUs holds it back.",
     ),

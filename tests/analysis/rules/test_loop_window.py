@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.contract.verdict_thresholds import LOOP_MIN_SATURATED_CPU
+from analysis.contract.verdict_thresholds import LOOP_STARVED_RUNQ_SHARE
 from analysis.load import Run
 from analysis.rules import epoll
 from analysis.wording import describe, headline
@@ -49,14 +49,13 @@ def _with_clocks(run: Run, cpu: float, runq: float) -> Run:
 
 
 def test_the_real_contended_capture_is_starved_of_cpu() -> None:
-    """Beside two CPU-bound guests loop1 was on a CPU about half of its busy window and waited for
-    one most of the rest (64.6 % and 35.4 %): the machine's CPU, not its own work."""
+    """Beside two CPU-bound guests loop1 was on a CPU 64.6 % of its busy window and waited for one
+    35.4 %, over a third of the time it wanted one: the machine's CPU, not its own work."""
     f = _loop_finding(_run())
     assert (f.status, f.cause_class) == ("confirmed", "cpu_starved")
     ev = f.link("probe").evidence
     assert ev["window_verdict"] == "cpu_starved" and ev["window_blocked_pct"] < 5
-    assert ev["window_cpu_pct"] < 100 * LOOP_MIN_SATURATED_CPU.value
-    assert ev["window_runq_pct"] >= 0.5 * (100 - ev["window_cpu_pct"] - ev["window_blocked_pct"])
+    assert ev["window_runq_pct"] >= LOOP_STARVED_RUNQ_SHARE.value * (ev["window_cpu_pct"] + ev["window_runq_pct"])
     assert "other work on its CPUs holds it back" in describe(f.kind, f.link("cause"))
     assert "starved of CPU" in headline(f)
 
@@ -80,6 +79,20 @@ def test_each_verdict_of_the_rule(cpu: float, runq: float, status: str, key: str
     text = describe(f.kind, probe)
     # Never "the loop waits" about a loop that did not block.
     assert "the loop waits" not in text and "Probe:" in text
+
+
+# The busy-host lab's `loop` variant (a loop spinning 10 ms a request under wrk -c8 beside the
+# other faults' servers and load, two CPUs), six runs of that one load: loop N's window clocks,
+# (on a CPU, waiting for one). A bar on the CPU share alone (90 %) called three of them saturated,
+# two starved of CPU and one unknown (a CI run's training incident failed on it, 2026-11-28).
+BUSY_HOST_LOOP_RUNS = [(0.959, 0.042), (0.906, 0.047), (0.949, 0.048), (0.809, 0.177), (0.822, 0.175),
+                       (0.883, 0.024)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cpu", "runq"), BUSY_HOST_LOOP_RUNS)
+def test_one_load_on_a_busy_host_is_one_verdict(cpu: float, runq: float) -> None:
+    f = _loop_finding(_with_clocks(_run(), cpu, runq))
+    assert (f.status, f.cause_class) == ("confirmed", "loop_saturated")
 
 
 def test_the_verdict_does_not_depend_on_how_wakeups_fall_into_intervals() -> None:
