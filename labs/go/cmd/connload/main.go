@@ -168,12 +168,15 @@ func run(cfg config) error {
 	// Open the output first so a bad path fails before any load is sent. It
 	// gets its name only once complete: a connload killed halfway (a second
 	// Ctrl-C) leaves no connects.csv rather than an empty or truncated one.
-	tmp := cfg.out + ".partial"
+	tmp := cfg.out
+	if labutil.RenameSafe(cfg.out) {
+		tmp = cfg.out + ".partial"
+		defer os.Remove(tmp)
+	}
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	defer f.Close()
 
 	dialer := &net.Dialer{Timeout: cfg.connectTimeout}
@@ -237,8 +240,10 @@ schedule:
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, cfg.out); err != nil {
-		return err
+	if tmp != cfg.out {
+		if err := os.Rename(tmp, cfg.out); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(os.Stderr, summary(records))
 	return nil

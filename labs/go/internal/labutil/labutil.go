@@ -102,6 +102,9 @@ func WriteStatsFile(path string, v any) error {
 // writeFileAtomic writes via a temporary file and rename, so a watcher never
 // observes a partially written file.
 func writeFileAtomic(path string, data []byte) error {
+	if !RenameSafe(path) {
+		return os.WriteFile(path, data, 0o644)
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
@@ -152,4 +155,12 @@ func SockaddrPort(sa syscall.Sockaddr) int {
 		return a.Port
 	}
 	return 0
+}
+
+// RenameSafe reports whether PATH may be replaced by renaming a new file onto it: not when it
+// is there and not a regular file. A rename onto /dev/null (connload -out /dev/null) replaced
+// the host's device with a regular file, and every later `>/dev/null` wrote into it.
+func RenameSafe(path string) bool {
+	fi, err := os.Stat(path)
+	return err != nil || fi.Mode().IsRegular()
 }

@@ -136,3 +136,18 @@ func TestListenSockaddrByFamily(t *testing.T) {
 		t.Error("a 3-byte address: no error")
 	}
 }
+
+// A rename replaces what is there: only a regular file (or nothing) may be replaced so;
+// /dev/null and a directory are written in place or refused.
+func TestRenameSafe(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "out.csv")
+	if err := os.WriteFile(file, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{file: true, filepath.Join(dir, "new.csv"): true, os.DevNull: false, dir: false} {
+		if got := RenameSafe(path); got != want {
+			t.Errorf("RenameSafe(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
