@@ -64,6 +64,23 @@ def wait_share(rows: pd.DataFrame, interval_s: float) -> pd.Series:
     return rows["wait_ns_sum"].astype(float) / (interval_s * 1e9)
 
 
+def longest_runs(pid: pd.Series | np.ndarray, tid: pd.Series | np.ndarray, flag: pd.Series | np.ndarray) -> pd.Series:
+    """Per thread (pid, tid), the most rows in a row with FLAG set; the rows are in time order
+    within each thread and a thread's rows together. Over the rows' arrays: a groupby on thread
+    and run held 165 MB for a day's million rows."""
+    p, t = np.asarray(pid, dtype="int64"), np.asarray(tid, dtype="int64")
+    f = np.asarray(pd.Series(flag).fillna(False), dtype=bool)
+    if not len(f):
+        return pd.Series([], index=pd.MultiIndex.from_arrays([[], []], names=["pid", "tid"]), dtype="int64")
+    first = np.r_[True, (p[1:] != p[:-1]) | (t[1:] != t[:-1])]
+    thread = np.cumsum(first) - 1
+    run = np.cumsum(first | ~f) - 1  # a run starts at a thread's first row and at each row without the flag
+    length = np.bincount(run, weights=f).astype("int64")
+    longest = np.zeros(thread[-1] + 1, dtype="int64")
+    np.maximum.at(longest, thread[np.flatnonzero(np.r_[True, run[1:] != run[:-1]])], length)
+    return pd.Series(longest, index=pd.MultiIndex.from_arrays([p[first], t[first]], names=["pid", "tid"]))
+
+
 def epoll_sweep(run: RunLike) -> pd.DataFrame:
     """Lab epoll/sweep: per phase (idle connections held), the server's epoll numbers."""
     lab = run.lab or {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -134,3 +135,28 @@ def test_cpu_share_overall_from_the_example_run() -> None:
     # The first row is the thread's life before the capture: left out.
     assert epoll.cpu_share_overall(rows) == pytest.approx((2689019281 - 688940826) / 2e9)
     assert epoll.cpu_share_overall(rows.iloc[:1]) is None
+
+
+def _longest_by_groupby(pid: list[int], tid: list[int], flag: list[bool]) -> pd.Series:
+    """The definition: a run of flagged rows per thread, cut at each row without the flag."""
+    f = pd.Series(flag)
+    return (
+        f.groupby([pd.Series(pid, name="pid"), pd.Series(tid, name="tid"), (~f).cumsum()])
+        .sum()
+        .groupby(level=[0, 1])
+        .max()
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_longest_runs_counts_what_the_groupby_counts(seed: int) -> None:
+    """Threads of random lengths (rows in thread and time order), flags at random: the array version
+    the rule uses on a day's million rows agrees with the groupby it replaced, thread by thread."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 30, size=rng.integers(1, 12))
+    pid = np.repeat(rng.integers(1, 5, size=len(lengths)).cumsum(), lengths)
+    tid = np.repeat(np.arange(len(lengths)) % 3 + 100, lengths)
+    flag = rng.random(len(pid)) < rng.random()
+    got = epoll.longest_runs(pid, tid, flag)
+    want = _longest_by_groupby(pid.tolist(), tid.tolist(), flag.tolist())
+    assert got.to_dict() == {k: int(v) for k, v in want.items()}
