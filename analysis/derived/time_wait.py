@@ -6,6 +6,7 @@ An endpoint is (netns, remote address, service port) seen from the client side
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -55,18 +56,18 @@ def _client_endpoints(t: pd.DataFrame) -> set[tuple[int, str, int]]:
 # Per table, its rows grouped by key once: these functions are called once per endpoint, and
 # filtering the whole table each time took 98 s of an hour's report with 1 568 endpoints.
 # A table is read once per run, so the table object itself says whether a grouping is current.
-_GROUPS: dict[tuple[int, Any], tuple[pd.DataFrame, Any]] = {}
-_GROUPS_KEPT = 12
+# An entry lives as long as its table: a report lets a day's tables go once used (Run.release).
+_GROUPS: dict[tuple[int, Any], tuple[weakref.ref[pd.DataFrame], Any]] = {}
 
 
 def _once(t: pd.DataFrame, what: Any, make: Callable[[pd.DataFrame], Any]) -> Any:
-    """make(t), computed once per table object and `what` (the few last kept)."""
-    cached = _GROUPS.get((id(t), what))
-    if cached is None or cached[0] is not t:
-        while len(_GROUPS) >= _GROUPS_KEPT:
-            del _GROUPS[next(iter(_GROUPS))]
-        cached = (t, make(t))
-        _GROUPS[(id(t), what)] = cached
+    """make(t), computed once per table object and `what`, kept while the table lives."""
+    key = (id(t), what)
+    cached = _GROUPS.get(key)
+    if cached is None or cached[0]() is not t:
+        cached = (weakref.ref(t), make(t))
+        _GROUPS[key] = cached
+        weakref.finalize(t, _GROUPS.pop, key, None)
     return cached[1]
 
 
@@ -127,7 +128,7 @@ def tw_max_per_endpoint(run: RunLike) -> dict[tuple[int, str, int], int]:
     """The most TIME_WAIT sockets toward each client endpoint at one sample (littles_law's
     measured maximum), for every endpoint at once."""
     tw = run.table("tw_sockets")
-    tw = tw[(tw["service_local"] == 0).to_numpy(dtype=bool)]
+    tw = tw.loc[(tw["service_local"] == 0).to_numpy(dtype=bool), ["netns", "raddr", "service_port", "time_s", "count"]]
     per_sample = tw.groupby(["netns", "raddr", "service_port", "time_s"])["count"].sum()
     return {(int(n), str(r), int(p)): int(v) for (n, r, p), v in per_sample.groupby(level=[0, 1, 2]).max().items()}
 
@@ -163,14 +164,23 @@ def _observed(run: RunLike) -> dict[tuple[int, str, int], float]:
     samples. Needs the probe's active closes and ss timers in the first
     TCP_TIMEWAIT_LEN of closing."""
     closes = run.table("tw_close")
-    closes = closes[((closes["service_local"] == 0) & (closes["active_closes"] > 0)).to_numpy(dtype=bool)]
+    closes = closes.loc[
+        ((closes["service_local"] == 0) & (closes["active_closes"] > 0)).to_numpy(dtype=bool),
+        ["netns", "raddr", "service_port", "time_s"],
+    ]
     # The probe's row for the first close is stamped at its interval's end: the
     # close happened within the interval before; take its middle.
     first_close = closes.groupby(["netns", "raddr", "service_port"])["time_s"].min().astype(float) - 0.5 * float(
         run.metadata.get("interval_s", 1)
     )
+    # Only the samples some endpoint's early window can hold, and only the columns used, before
+    # grouping per sample (a day's tw_sockets: 1.3 million rows, nearly a group each).
     tw = run.table("tw_sockets")
-    timed = tw[tw["timer_min_s"].notna().to_numpy(dtype=bool)]
+    if first_close.empty:
+        return {}
+    t = tw["time_s"].astype(float)
+    early_rows = tw["timer_min_s"].notna() & (t > first_close.min()) & (t < first_close.max() + TCP_TIMEWAIT_LEN_S - 10)
+    timed = tw.loc[early_rows.to_numpy(dtype=bool), ["netns", "raddr", "service_port", "time_s", "timer_min_s"]]
     oldest = timed.groupby(["netns", "raddr", "service_port", "time_s"])["timer_min_s"].min().astype(float)
     frame = oldest.rename("left").reset_index()
     frame["first"] = first_close.reindex(pd.MultiIndex.from_frame(frame[["netns", "raddr", "service_port"]])).to_numpy()
@@ -193,8 +203,11 @@ def _time_wait_at_first_sample(run: RunLike) -> set[tuple[int, str, int]]:
     """Client endpoints with TIME_WAIT sockets at their namespace's first listed sample (tw_series > 0
     there; the sampler lists the first sample)."""
     first = {n: times[0] for n, times in _once(run.table("sockstat"), "samples", _samples_by_netns).items() if times}
+    if not first:
+        return set()
     tw = run.table("tw_sockets")
-    tw = tw[(tw["service_local"] == 0).to_numpy(dtype=bool)]
+    rows = (tw["service_local"] == 0) & (tw["time_s"].astype(float) <= max(first.values()))
+    tw = tw.loc[rows.to_numpy(dtype=bool), ["netns", "raddr", "service_port", "time_s", "count"]]
     at_first = tw[(tw["time_s"].astype(float) == tw["netns"].map(first).astype(float)).to_numpy(dtype=bool)]
     sums = at_first.groupby(["netns", "raddr", "service_port"])["count"].sum()
     return {(int(n), str(r), int(p)) for (n, r, p), v in sums.items() if v > 0}

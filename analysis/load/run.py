@@ -21,9 +21,14 @@ from analysis.contract import ABSENT_IN_CONTRACT, LEGACY_TABLES, TABLES, TIME_SL
 from . import scope as scope_filter
 from .errors import RunDataError
 from .json_locate import json_key_line
+from .memory import give_back_memory
 from .metadata import read_metadata
-from .run_checks import cross_checks
-from .table import Loaded, load_table
+from .run_checks import CROSS_CHECKED_TABLES, cross_checks
+from .table import Loaded, load_table, rows_in_file
+
+# Memory is given back to the system only after letting this much go (a capture's tables are a few
+# MB: nothing to give back, and the trim costs more than it frees).
+GIVE_BACK_BYTES = 16 << 20
 
 
 @dataclass
@@ -55,18 +60,41 @@ class Run:
         return (self.path / TABLES[name].file).is_file()
 
     def table(self, name: str) -> pd.DataFrame:
-        """A validated table; an empty frame with the right columns if the file may be absent."""
+        """A validated table; an empty frame with the right columns if the file may be absent.
+        A table let go (release) is read again, its notes not said twice."""
         if name not in self._cache:
             t = TABLES[name]
             f = self.path / t.file
             if not (f.exists() or f.is_symlink()):
                 self.loaded[name] = self._absent(name, t, f)
             else:
+                first = name not in self.row_counts
                 self.loaded[name] = self._read(name, t, f)
-                self.notes += self.loaded[name].notes
+                if first:
+                    self.notes += self.loaded[name].notes
                 self.loaded[name] = scope_filter.scoped(self, name, self.loaded[name])
-            self._cache[name] = self.loaded[name].df
+            ld = self.loaded[name]
+            self.row_counts[name] = rows_in_file(ld)
+            if "netns" in ld.df.columns:
+                self.netns_seen[name] = {int(v) for v in ld.df["netns"].dropna().unique()}
+            self._cache[name] = ld.df
         return self._cache[name]
+
+    def release(self, *names: str) -> None:
+        """Let go of these tables' frames, and give the memory back (a day's run holds more than a
+        report should hold at once); table() reads a table again, and what the cross-checks need
+        of it stays (row_counts, netns_seen)."""
+        freed = 0
+        for name in names:
+            df = self._cache.pop(name, None)
+            if df is not None:
+                freed += int(df.memory_usage(deep=False).sum())
+                ld = self.loaded[name]
+                # (a copy: an empty slice of the frame would keep its columns alive)
+                self.loaded[name] = Loaded(df.iloc[:0].copy(), [], ld.last_line, ld.notes, self.row_counts[name])
+        df = None  # (the last one let go too, before the trim)
+        if freed >= GIVE_BACK_BYTES:
+            give_back_memory()
 
     def _absent(self, name: str, t: Table, f: Path) -> Loaded:
         """An empty table when the file may be absent (noting why in `missing`); a RunDataError otherwise."""
@@ -116,6 +144,16 @@ class Run:
         return {}
 
     @cached_property
+    def row_counts(self) -> dict[str, int]:
+        """Rows each table's file held (before an upgrade or the scope set any aside), once read."""
+        return {}
+
+    @cached_property
+    def netns_seen(self) -> dict[str, set[int]]:
+        """The namespaces each table with a netns column places a row in, once read."""
+        return {}
+
+    @cached_property
     def loaded(self) -> dict[str, Loaded]:
         """Each table read so far, with the lines of its rows (for the cross-checks' messages)."""
         return {}
@@ -136,10 +174,17 @@ class Run:
         """Tables absent from the run, and why (probe status or an incomplete run)."""
         return {}
 
-    def validate_all(self) -> dict[str, int]:
-        """Load and check every table and what ties them together; returns rows per table."""
-        counts = {name: len(self.table(name)) for name in TABLES}
+    def validate_all(self, release: bool = False) -> dict[str, int]:
+        """Load and check every table and what ties them together; returns rows per table. With
+        RELEASE, each table is let go once checked (the cross-checks' own tables after them)."""
+        counts = {}
+        for name in TABLES:
+            counts[name] = len(self.table(name))
+            if release and name not in CROSS_CHECKED_TABLES:
+                self.release(name)
         cross_checks(self)
+        if release:
+            self.release(*CROSS_CHECKED_TABLES)
         return counts
 
     @property

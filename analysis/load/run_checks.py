@@ -10,10 +10,13 @@ import pandas as pd
 from analysis.contract import TABLES
 
 from .errors import RunDataError
-from .table import rows_in_file
 
 if TYPE_CHECKING:
     from .run import Run
+
+
+# The tables the cross-checks read as frames (of the others: Run.row_counts and Run.netns_seen).
+CROSS_CHECKED_TABLES = ("aq_listener", "aq_listen", "aq_accept", "listeners", "connects")
 
 
 def cross_checks(run: Run) -> None:
@@ -38,7 +41,7 @@ def _named_files(run: Run) -> None:
     f = run.path / str(name)
     if not f.exists():
         why = "is missing"
-    elif "connects" in run.loaded and run.loaded["connects"].df.empty:
+    elif run.row_counts.get("connects") == 0:
         why = "holds no row"
     else:
         return
@@ -54,7 +57,7 @@ def _probe_rows(run: Run) -> None:
         names = [n for n, t in TABLES.items() if t.probe_family == family]
         if info.get("status") != "ok" or not names or any(n in run.missing for n in names):
             continue
-        have = sum(rows_in_file(run.loaded[n]) for n in names)
+        have = sum(run.row_counts[n] for n in names)
         if have != info["rows"]:
             files = ", ".join(TABLES[n].file for n in names)
             raise RunDataError(
@@ -84,7 +87,7 @@ def _namespace_samples(run: Run) -> None:
         if name in run.missing:
             continue
         ld = run.loaded[name]
-        have = set(ld.df["netns"].dropna().astype("int64").tolist())
+        have = run.netns_seen[name]
         for i, ns in enumerate(run.metadata["netns"]):
             if ns["inode"] in have:
                 continue
@@ -137,7 +140,9 @@ def _known_namespaces(run: Run) -> set[int]:
     for name, t in TABLES.items():
         if name == "aq_listener" or name in run.missing or "netns" not in t.column_names:
             continue
-        known |= {int(v) for v in run.table(name)["netns"].dropna().unique()}
+        if name not in run.netns_seen:
+            run.table(name)
+        known |= run.netns_seen[name]
     return known
 
 

@@ -234,9 +234,9 @@ def write_report(run_dir: str | Path) -> tuple[Path, list[Finding]]:
     leaves the previous outputs as they were. In plots/ only the files listed
     in its manifest (written by an earlier report) are replaced or removed."""
     run = Run.open(run_dir)
-    run.validate_all()
+    run.validate_all(release=True)
     check_outputs(run.path)
-    findings = evaluate_all(run)
+    findings = evaluate_all(run, release=True)
     measured = measured_numbers.all_measurements(run)
     report = run.path / "report.md"
     plot_dir = _plot_dir(run)

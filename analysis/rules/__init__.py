@@ -23,9 +23,14 @@ RULES: tuple[Rule, ...] = tuple(import_module(f.rule_module).RULE for f in FAMIL
 __all__ = ["RULES", "Rule", "RunView", "UndeclaredTableError", "evaluate_all"]
 
 
-def evaluate_all(run: Run) -> list[Finding]:
-    """Every rule's findings, each subject with its owner (unit, container, pod) named."""
+def evaluate_all(run: Run, release: bool = False) -> list[Finding]:
+    """Every rule's findings, each subject with its owner (unit, container, pod) named. With
+    RELEASE, a table is let go after the last rule that declares it (a day's run: about one
+    family's tables at a time, not every table at once)."""
     out: list[Finding] = []
-    for rule in RULES:
+    for i, rule in enumerate(RULES):
         out.extend(rule.evaluate(run))
+        if release:
+            later = {name for r in RULES[i + 1 :] for name in r.inputs}
+            run.release(*(name for name in rule.inputs if name not in later))
     return name_owners(run, out)

@@ -102,6 +102,17 @@ def test_observed_time_wait_length_is_the_kernels_60_s(name: str) -> None:
     assert tw.observed_time_wait_length(run(name), lab_netns(name, "srv"), RADDR, PORT) is None
 
 
+def test_a_tables_groupings_go_with_it() -> None:
+    """The groupings made once per table live as long as the table: a report that lets a day's
+    tables go (Run.release) must not find them held by this module."""
+    fresh = Run.open(run(C3).path)
+    tw.observed_time_wait_length(fresh, lab_netns(C3, "cli"), RADDR, PORT)
+    tables = {id(fresh.table(n)) for n in ("tw_sockets", "tw_close", "sockstat")}
+    assert {k[0] for k in tw._GROUPS} & tables
+    fresh.release("tw_sockets", "tw_close", "sockstat")
+    assert not {k[0] for k in tw._GROUPS} & tables
+
+
 def test_eaddrnotavail_failures_contract_3() -> None:
     cli = lab_netns(C3, "cli")
     c = raw(C3, "tw_connect")
