@@ -176,7 +176,7 @@ def _thresholds_section() -> list[str]:
         "",
         "An event loop that never waits, judged over its busy window (from the end of its first `ep_loop.csv` "
         "interval with events to the start of its last) with the scheduler's clocks of `threads.csv` "
-        "(analysis/rules/epoll.py):",
+        "(analysis/rules/epoll/verdicts.py):",
         "",
         "| threshold | value | meaning |",
         "|---|---|---|",

@@ -1,5 +1,5 @@
 """The thresholds a verdict turns on where a reader of the tables needs them stated: the one rule
-for an event loop that never waits in epoll (analysis/rules/epoll.py judges with these values;
+for an event loop that never waits in epoll (analysis/rules/epoll/verdicts.py judges with these values;
 docs/data-contract.md states them)."""
 
 from __future__ import annotations

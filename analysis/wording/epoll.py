@@ -1,4 +1,4 @@
-"""Wording of event_loop_saturation (rule: analysis/rules/epoll.py).
+"""Wording of event_loop_saturation (rule: analysis/rules/epoll/).
 
 The templates of each link of its evidence chain, the phrases they need (how
 the probe counted, the process's other threads, wrk's rate) and the finding's
