@@ -10,6 +10,9 @@ whole server (the lab's sweep). Runs of contract 2 have tid = pid: there a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -28,26 +31,63 @@ def per_process(run: RunLike) -> pd.DataFrame:
     return g
 
 
-def per_thread(run: RunLike) -> pd.DataFrame:
+KEYS = ("time_s", "pid", "tid")
+
+
+def per_thread(run: RunLike, numbers: Sequence[str] | None = None) -> pd.DataFrame:
     """ep_loop per (time_s, pid, tid): comm the thread's most frequent name, process_comm the process's name
-    (its main thread's, tid = pid, when seen; else the most frequent name among its threads)."""
-    ep = run.table("ep_loop")
-    num = [c for c in ep.columns if c not in ("time_s", "pid", "tid", "comm")]
-    g = ep.groupby(["time_s", "pid", "tid"], as_index=False)[num].sum(min_count=1)
-    if g.empty:
+    (its main thread's, tid = pid, when seen; else the most frequent name among its threads). NUMBERS:
+    only these of its number columns (default all; a day's ep_loop holds a million rows)."""
+    return per_thread_of(ep_columns(run.table("ep_loop"), numbers))
+
+
+def ep_columns(ep: pd.DataFrame, numbers: Sequence[str] | None = None) -> dict[str, Any]:
+    """What per_thread_of reads of ep_loop: its keys, comm and NUMBERS (default every number column)."""
+    num = [c for c in ep.columns if c not in (*KEYS, "comm")] if numbers is None else list(numbers)
+    return {c: ep[c].array for c in (*KEYS, "comm", *num)}
+
+
+def per_thread_of(columns: dict[str, Any]) -> pd.DataFrame:
+    """per_thread of ep_loop's COLUMNS (ep_columns), which it empties: each array is let go once its
+    rows are sorted, so a caller that no longer holds ep_loop itself (the event-loop rule, once the
+    run let it go) holds its rows about once, not twice."""
+    ep = pd.DataFrame(columns, copy=False)
+    num = [c for c in columns if c not in (*KEYS, "comm")]
+    order = _key_order(ep, list(KEYS))
+    # A row a thread and interval, as the probe prints them: the sums are the rows, in key order.
+    g = ep.groupby(list(KEYS), as_index=False)[num].sum(min_count=1) if order is None else None
+    if len(ep) == 0:
+        g = ep[[*KEYS, *num]] if g is None else g
         g["comm"] = pd.Series(dtype=str)
         g["process_comm"] = pd.Series(dtype=str)
         return g
     names = _most_frequent(ep, ["pid", "tid"])
-    g["comm"] = names.reindex(pd.MultiIndex.from_arrays([g["pid"], g["tid"]])).to_numpy()
     main = _most_frequent(ep[(ep["pid"] == ep["tid"]).to_numpy(dtype=bool)], ["pid"])
     anyname = _most_frequent(ep, ["pid"])
+    del ep
+    columns.pop("comm")
+    if g is None:
+        g = pd.DataFrame({c: columns.pop(c).take(order) for c in (*KEYS, *num)}, copy=False)
+    columns.clear()
+    # The names as pandas' str (pyarrow's text), as a column of Python objects would be read: a
+    # million str objects held 80 MB.
+    g["comm"] = names.reindex(pd.MultiIndex.from_arrays([g["pid"], g["tid"]])).astype("str").array
     # The main thread's name, else the most frequent of any of its threads.
-    process = pd.Series(main.reindex(g["pid"]).to_numpy(dtype=object))
-    g["process_comm"] = process.where(
-        process.notna(), pd.Series(anyname.reindex(g["pid"]).to_numpy(dtype=object))
-    ).to_numpy()
+    process = pd.Series(main.reindex(g["pid"]).astype("str").array)
+    g["process_comm"] = process.where(process.notna(), pd.Series(anyname.reindex(g["pid"]).astype("str").array)).array
     return g
+
+
+def _key_order(ep: pd.DataFrame, keys: list[str]) -> np.ndarray | None:
+    """The rows' positions sorted by KEYS (integer columns without empty cells; stable), or None
+    when two rows share a key. Sorted arrays, not DataFrame.duplicated's hash tables (a day's
+    ep_loop: 50 MB)."""
+    columns = [ep[k].to_numpy(dtype="int64") for k in reversed(keys)]
+    order = np.lexsort(columns)
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)
+    for c in columns:
+        same &= c[order[1:]] == c[order[:-1]]
+    return None if same.any() else order
 
 
 def _most_frequent(ep: pd.DataFrame, keys: list[str]) -> pd.Series:

@@ -6,6 +6,8 @@ them through analysis/render/measurements.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from analysis.derived import time_wait
@@ -67,18 +69,54 @@ def time_wait_summary(run: Run) -> list[dict[str, Any]]:
     return out
 
 
+def _probe_ran(family: str) -> Callable[[Run], bool]:
+    return lambda run: run.metadata["probes"].get(family, {}).get("status") == "ok"
+
+
+def _reconciliation(run: Run) -> dict[str, Any]:
+    rec = reconciliation(run)
+    return {"retransmit_reconciliation": rec} if rec else {}
+
+
+def _time_wait(run: Run) -> dict[str, Any]:
+    tw = time_wait_summary(run)
+    if not tw:
+        return {}
+    listed, held = time_wait_endpoints(run)
+    return {"time_wait": tw, **({"time_wait_endpoints_held": held} if held > len(listed) else {})}
+
+
+def _is_epoll_sweep(run: Run) -> bool:
+    lab = run.lab or {}
+    return lab.get("lab") == "epoll" and len(lab.get("phases") or []) > 1
+
+
+def _epoll_sweep(run: Run) -> dict[str, Any]:
+    return {"epoll_sweep": epoll_sweep(run).to_dict(orient="records")}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One part of verdicts.json's measurements: the tables it reads when it applies to a run (so
+    a report can run it beside the rules that read them, and let them go after) and its keys."""
+
+    name: str
+    inputs: tuple[str, ...]
+    applies: Callable[[Run], bool]
+    measure: Callable[[Run], dict[str, Any]]
+
+
+# In verdicts.json's order.
+MEASUREMENTS: tuple[Measurement, ...] = (
+    Measurement("retransmit_reconciliation", ("rt_endpoint", "counters"), _probe_ran("retransmits"), _reconciliation),
+    Measurement("time_wait", ("tw_sockets", "tw_close", "sockstat", "sysctls"), _probe_ran("time_wait"), _time_wait),
+    Measurement("epoll_sweep", ("ep_loop",), _is_epoll_sweep, _epoll_sweep),
+)
+
+
 def all_measurements(run: Run) -> dict[str, Any]:
     m: dict[str, Any] = {}
-    rec = reconciliation(run)
-    if rec:
-        m["retransmit_reconciliation"] = rec
-    tw = time_wait_summary(run)
-    if tw:
-        m["time_wait"] = tw
-        listed, held = time_wait_endpoints(run)
-        if held > len(listed):
-            m["time_wait_endpoints_held"] = held
-    lab = run.lab or {}
-    if lab.get("lab") == "epoll" and len(lab.get("phases") or []) > 1:
-        m["epoll_sweep"] = epoll_sweep(run).to_dict(orient="records")
+    for part in MEASUREMENTS:
+        if part.applies(run):
+            m.update(part.measure(run))
     return m

@@ -127,10 +127,22 @@ def _listed_per_netns(sockstat: pd.DataFrame) -> dict[int, tuple[int, int]]:
 def tw_max_per_endpoint(run: RunLike) -> dict[tuple[int, str, int], int]:
     """The most TIME_WAIT sockets toward each client endpoint at one sample (littles_law's
     measured maximum), for every endpoint at once."""
-    tw = run.table("tw_sockets")
-    tw = tw.loc[(tw["service_local"] == 0).to_numpy(dtype=bool), ["netns", "raddr", "service_port", "time_s", "count"]]
-    per_sample = tw.groupby(["netns", "raddr", "service_port", "time_s"])["count"].sum()
-    return {(int(n), str(r), int(p)): int(v) for (n, r, p), v in per_sample.groupby(level=[0, 1, 2]).max().items()}
+    return _once(run.table("tw_sockets"), "max per endpoint", _max_per_endpoint)
+
+
+def _max_per_endpoint(tw: pd.DataFrame) -> dict[tuple[int, str, int], int]:
+    # Over each endpoint's rows (the grouping littles_law uses too), not a grouping of the whole
+    # table by endpoint and sample: that held 120 MB for a day's 1.3 million rows.
+    where = _once(tw, ENDPOINT_KEY, lambda t: _positions(t, ENDPOINT_KEY))
+    count, t = tw["count"].to_numpy(dtype="int64"), tw["time_s"].to_numpy(dtype=float)
+    out: dict[tuple[int, str, int], int] = {}
+    for (netns, raddr, port, local), rows in where.items():
+        if local == 0:
+            _, sample = np.unique(t[rows], return_inverse=True)
+            per_sample = np.zeros(sample.max() + 1, dtype="int64")
+            np.add.at(per_sample, sample, count[rows])
+            out[(int(netns), str(raddr), int(port))] = int(per_sample.max())
+    return out
 
 
 def littles_law(run: RunLike, netns: int, raddr: str, port: int) -> pd.DataFrame:

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analysis.derived import measurements as measured_numbers
 from analysis.derived.owners import owner_of
 from analysis.families import FAMILIES
 from analysis.findings import CHAIN_ORDER, Finding
@@ -23,7 +22,8 @@ from analysis.render import measurements
 from analysis.render.atomic import Staged, check_target
 from analysis.render.figures import plots_for
 from analysis.render.outputs import PLOT_MANIFEST, check_outputs
-from analysis.rules import RULES, evaluate_all
+from analysis.rules import RULES
+from analysis.rules.schedule import judge
 from analysis.wording import TITLES, describe, headline
 from analysis.wording.catalog import UNSEEN
 from analysis.wording.owners import owner_label
@@ -236,8 +236,7 @@ def write_report(run_dir: str | Path) -> tuple[Path, list[Finding]]:
     run = Run.open(run_dir)
     run.validate_all(release=True)
     check_outputs(run.path)
-    findings = evaluate_all(run, release=True)
-    measured = measured_numbers.all_measurements(run)
+    findings, measured = judge(run)
     report = run.path / "report.md"
     plot_dir = _plot_dir(run)
     staged = Staged(plot_dir)

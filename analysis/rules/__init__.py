@@ -23,14 +23,10 @@ RULES: tuple[Rule, ...] = tuple(import_module(f.rule_module).RULE for f in FAMIL
 __all__ = ["RULES", "Rule", "RunView", "UndeclaredTableError", "evaluate_all"]
 
 
-def evaluate_all(run: Run, release: bool = False) -> list[Finding]:
-    """Every rule's findings, each subject with its owner (unit, container, pod) named. With
-    RELEASE, a table is let go after the last rule that declares it (a day's run: about one
-    family's tables at a time, not every table at once)."""
+def evaluate_all(run: Run) -> list[Finding]:
+    """Every rule's findings, each subject with its owner (unit, container, pod) named. (A report
+    runs them through analysis/rules/schedule.py, which lets each table go after its last reader.)"""
     out: list[Finding] = []
-    for i, rule in enumerate(RULES):
+    for rule in RULES:
         out.extend(rule.evaluate(run))
-        if release:
-            later = {name for r in RULES[i + 1 :] for name in r.inputs}
-            run.release(*(name for name in rule.inputs if name not in later))
     return name_owners(run, out)

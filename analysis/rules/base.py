@@ -33,6 +33,9 @@ class RunView:
     kind: str
     inputs: tuple[str, ...]
     read: set[str] = field(default_factory=set)
+    # Tables no later step of a report reads (analysis/rules/schedule.py): a rule may let them go
+    # before it ends (done_with), once it holds what it made of them.
+    last_reader_of: frozenset[str] = frozenset()
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in self.inputs:
@@ -42,6 +45,11 @@ class RunView:
             )
         self.read.add(name)
         return self.run.table(name)
+
+    def done_with(self, name: str) -> None:
+        """The rule reads this table no more: let it go now if no later step reads it."""
+        if name in self.last_reader_of:
+            self.run.release(name)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -83,9 +91,12 @@ class Rule:
     inputs: tuple[str, ...]
     logic: Callable[[RunView], list[Finding]]
 
-    def view(self, run: Run | RunView) -> RunView:
-        return RunView(run.run if isinstance(run, RunView) else run, self.kind, self.inputs)
+    def view(self, run: Run | RunView, last_reader_of: frozenset[str] = frozenset()) -> RunView:
+        return RunView(
+            run.run if isinstance(run, RunView) else run, self.kind, self.inputs, last_reader_of=last_reader_of
+        )
 
-    def evaluate(self, run: Run | RunView) -> list[Finding]:
-        """The rule's findings for a run; it sees only its declared tables."""
-        return self.logic(self.view(run))
+    def evaluate(self, run: Run | RunView, last_reader_of: frozenset[str] = frozenset()) -> list[Finding]:
+        """The rule's findings for a run; it sees only its declared tables. LAST_READER_OF: the tables
+        it may let go once done with them (RunView.done_with)."""
+        return self.logic(self.view(run, last_reader_of))

@@ -160,3 +160,30 @@ def test_longest_runs_counts_what_the_groupby_counts(seed: int) -> None:
     got = epoll.longest_runs(pid, tid, flag)
     want = _longest_by_groupby(pid.tolist(), tid.tolist(), flag.tolist())
     assert got.to_dict() == {k: int(v) for k, v in want.items()}
+
+
+@pytest.mark.parametrize("name", [LOOP, BUSY, "epoll-hot-thread-contended"])
+def test_per_thread_of_rows_one_a_thread_and_interval_is_the_grouping(name: str) -> None:
+    """Rows one a (time_s, pid, tid), as the probe prints them, are sorted, not summed: the same
+    frame as the grouping, and with columns left out, the same without them; the columns handed
+    in are let go."""
+    ep = run(name).table("ep_loop")
+    keys = ["time_s", "pid", "tid"]
+    assert not ep.duplicated(keys).any()
+    num = [c for c in ep.columns if c not in (*keys, "comm")]
+    want = ep.groupby(keys, as_index=False)[num].sum(min_count=1)
+    columns = epoll.ep_columns(ep)
+    got = epoll.per_thread_of(columns)
+    assert columns == {}
+    pd.testing.assert_frame_equal(got[[*keys, *num]], want)
+    narrow = epoll.per_thread_of(epoll.ep_columns(ep, ["calls", "cpu_ns"]))
+    pd.testing.assert_frame_equal(narrow, got[[*keys, "calls", "cpu_ns", "comm", "process_comm"]])
+
+
+def test_per_thread_of_rows_sharing_a_key_sums_them() -> None:
+    ep = run(LOOP).table("ep_loop")
+    twice = pd.concat([ep, ep.iloc[::2]], ignore_index=True)
+    got = epoll.per_thread_of(epoll.ep_columns(twice, ["calls"]))
+    want = twice.groupby(["time_s", "pid", "tid"], as_index=False)["calls"].sum()
+    pd.testing.assert_frame_equal(got[["time_s", "pid", "tid", "calls"]], want)
+    assert got["comm"].tolist() == epoll.per_thread(run(LOOP))["comm"].tolist()

@@ -168,3 +168,11 @@ def test_samples_that_did_not_list_time_wait_are_not_zero(tmp_path: Path) -> Non
     assert tw.littles_law(sub, cli, RADDR, PORT)["measured"].tolist() == series.tolist()
     assert tw.tw_samples_listed(sub, cli) == (len(samples[0::2]), len(samples))
     assert tw.tw_samples_listed(r, cli) == (len(samples), len(samples))  # contract 3: every sample
+
+
+@pytest.mark.parametrize("name", [C2, C3, "time-wait-reuse", "host-overflow"])
+def test_tw_max_per_endpoint_is_the_most_at_one_sample(name: str) -> None:
+    t = raw(name, "tw_sockets")
+    t = t[t["service_local"] == 0]
+    want = t.groupby(["netns", "raddr", "service_port", "time_s"])["count"].sum().groupby(level=[0, 1, 2]).max()
+    assert tw.tw_max_per_endpoint(run(name)) == {(int(n), str(r), int(p)): int(v) for (n, r, p), v in want.items()}

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.contract import TABLES
-from analysis.load import RunDataError
+from analysis.load import RunDataError, csv_fast
 from analysis.load.coerce import typed
 from analysis.load.content_checks import counter_errors
 from analysis.load.csv_fast import fast_table
@@ -106,3 +106,25 @@ def test_the_counter_chain_checked_at_once_finds_what_the_row_by_row_check_finds
     df = _careful(f, "counters")
     errors = counter_errors(f, TABLES["counters"], df, range(2, len(df) + 2))
     assert errors and all("delta" in e for e in errors)
+
+
+@pytest.mark.parametrize("block", [7, 64, 1 << 22])
+def test_a_file_read_in_blocks_reads_as_the_careful_path_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """Blocks are cut at a line end, whatever their size: rows are never split nor lost (7 bytes:
+    a block shorter than a row, carried into the next)."""
+    monkeypatch.setattr(csv_fast, "_BLOCK", block)
+    f = tmp_path / TABLES["tw_sockets"].file
+    f.write_text(TW + "".join(f"17958290{i:02d},4026531833,127.0.0.1,10.0.0.{i},80,0,{i},,1.5\n" for i in range(40)))
+    fast = fast_table(f, TABLES["tw_sockets"])
+    assert fast is not None and fast[1] == 42
+    pd.testing.assert_frame_equal(fast[0], _careful(f, "tw_sockets"))
+
+
+def test_a_file_of_a_header_alone_is_an_empty_table(tmp_path: Path) -> None:
+    f = tmp_path / TABLES["tw_sockets"].file
+    f.write_text(TW.splitlines(keepends=True)[0])
+    fast = fast_table(f, TABLES["tw_sockets"])
+    assert fast is not None and fast[1] == 0
+    pd.testing.assert_frame_equal(fast[0], _careful(f, "tw_sockets"), check_index_type=False)
