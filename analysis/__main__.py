@@ -14,7 +14,8 @@ def _interrupted(signum: int, frame: object) -> None:
     raise SystemExit(130)
 
 
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+# Only as the program (python -m analysis): a test importing main() keeps its own Ctrl-C.
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted)
 
 import argparse  # noqa: E402

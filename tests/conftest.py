@@ -60,6 +60,19 @@ def kernel() -> None:
         pytest.skip(problem)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGINT back to Python's handler when the run started with it ignored.
+
+    A pytest started in the background (dev/test-suite's streams, `make test &`) inherits
+    SIGINT ignored, and Python then never raises KeyboardInterrupt: an interrupt could only
+    TERM it, which runs no fixture's teardown (its labs, namespaces and servers stay up
+    until the next run reaps them), and every test's children inherit SIGINT ignored too.
+    With the handler, a Ctrl-C or dev/test-suite's own SIGINT stops the run the way a
+    terminal's does: teardowns run, children start with SIGINT at its default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def sigint_default() -> None:
     """preexec_fn for Ctrl-C tests: SIGINT back to its default in the child.
 

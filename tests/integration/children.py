@@ -40,6 +40,35 @@ class Children:
                 p.wait()
 
 
+# How long a lab or capture cut short gets to clean up after its SIGINT.
+CLEANUP_S = 60
+
+
+def run_to_end(args: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env), but a child
+    cut short (its timeout, or the suite interrupted: a Ctrl-C, dev/test-suite's SIGINT) gets
+    SIGINT, as a terminal's Ctrl-C, and CLEANUP_S seconds to clean up before SIGKILL.
+    subprocess.run kills it at once, which leaves a lab's namespaces and servers up until the
+    next run reaps them."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except BaseException:
+            _interrupt(p)
+            raise
+    return subprocess.CompletedProcess(args, p.returncode, out, err)
+
+
+def _interrupt(p: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        p.send_signal(signal.SIGINT)
+    try:
+        p.communicate(timeout=CLEANUP_S)
+    except BaseException:  # it did not finish, or a second Ctrl-C: no more waiting
+        p.kill()
+        p.wait()
+
+
 def wait_for(what: str, ok: Callable[[], T], timeout: float, every: float = 0.1) -> T:
     """ok()'s first true value within timeout seconds; an OSError (not listening yet) counts
     as not yet."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from analysis.load import Run
 from tests.conftest import ROOT, leftovers
-from tests.integration.children import end_capture
+from tests.integration.children import end_capture, run_to_end
 from training.grade import FAMILY_OF_KIND, object_of_finding
 from training.incidents import FAULTS, draw
 
@@ -105,8 +105,7 @@ def _command_lines(netns: str) -> list[str]:
 
 
 def _train(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(ROOT / "scripts" / "train"), *args], capture_output=True, text=True, env=env,
-                       timeout=400)  # fmt: skip
+    r = run_to_end([str(ROOT / "scripts" / "train"), *args], env=env, timeout=400)
     assert not check or r.returncode == 0, (args, r.stderr[-3000:])
     return r
 

@@ -14,15 +14,14 @@ import pytest
 from analysis.derived import counters
 from analysis.load import Run
 from tests.conftest import ROOT, leftovers, sigint_default
+from tests.integration.children import run_to_end
 
 pytestmark = pytest.mark.integration
 
 
 def run_lab(variant: str, out: Path, **env: str) -> Path:
-    r = subprocess.run(
+    r = run_to_end(
         [str(ROOT / "scripts" / "lab"), "accept-overflow", variant, "--out", str(out)],
-        capture_output=True,
-        text=True,
         timeout=180,
         env={**os.environ, **env},
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,15 +16,14 @@ from analysis.derived.time_wait import littles_law, observed_time_wait_length
 from analysis.kernel import EADDRNOTAVAIL, TCP_TIMEWAIT_LEN_S
 from analysis.load import Run
 from tests.conftest import ROOT, leftovers
+from tests.integration.children import run_to_end
 
 pytestmark = pytest.mark.integration
 
 
 def run_lab(lab: str, variant: str, out: Path, timeout: int = 240, *, report: bool = True, **env: str) -> Run:
-    r = subprocess.run(
+    r = run_to_end(
         [str(ROOT / "scripts" / "lab"), lab, variant, "--out", str(out), *([] if report else ["--no-report"])],
-        capture_output=True,
-        text=True,
         timeout=timeout,
         env={**os.environ, **env},
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +17,14 @@ from analysis.derived import socket_buffers as sbd
 from analysis.load import Run
 from tests.analysis.rules.test_socket_buffers import TICK_MS, lab_json
 from tests.conftest import ROOT, leftovers
+from tests.integration.children import run_to_end
 
 pytestmark = pytest.mark.integration
 
 
 def run_lab(variant: str, out: Path) -> Run:
-    r = subprocess.run([str(ROOT / "scripts" / "lab"), "socket-buffers", variant, "--out", str(out)],
-                       capture_output=True, text=True, timeout=180, env=dict(os.environ))  # fmt: skip
+    r = run_to_end([str(ROOT / "scripts" / "lab"), "socket-buffers", variant, "--out", str(out)],
+                   timeout=180, env=dict(os.environ))  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert not leftovers("tq-socket-buffers"), leftovers("tq-socket-buffers")
     return Run.open(out)

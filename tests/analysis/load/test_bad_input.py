@@ -44,7 +44,9 @@ def _run(args: list[str]) -> tuple[int | None, str, str, str | None]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = main(args)
-        except BaseException:  # anything escaping main() is the failure we count
+        except KeyboardInterrupt:  # the suite is being stopped: not a case's failure
+            raise
+        except BaseException:  # anything else escaping main() is the failure we count
             rc, tb = None, traceback.format_exc()
     return rc, out.getvalue(), err.getvalue(), tb
 
