@@ -65,7 +65,7 @@ class Run:
         if name not in self._cache:
             # A large file is read on memory given back, and what reading and checking it used
             # beside its frame is given back after (a day's tw_sockets: 70 MB more than its frame).
-            large = self._file_size(name) >= GIVE_BACK_BYTES
+            large = self.file_size(name) >= GIVE_BACK_BYTES
             if large:
                 give_back_memory()
             ld = self._load(name)
@@ -90,7 +90,8 @@ class Run:
             self.loaded[name] = scope_filter.scoped(self, name, self.loaded[name])
         return self.loaded[name]
 
-    def _file_size(self, name: str) -> int:
+    def file_size(self, name: str) -> int:
+        """The size of a table's file, 0 when it is absent: what it will cost to hold, before it is read."""
         try:
             return (self.path / TABLES[name].file).stat().st_size
         except OSError:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.contract import TABLES
 from analysis.derived.measurements import MEASUREMENTS, Measurement
 from analysis.derived.owners import name_owners
 from analysis.load import Run
@@ -51,12 +50,12 @@ def _grouped(run: Run, steps: list[Step]) -> list[int]:
     earlier group read and a later one reads too), so that it is let go sooner."""
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(steps):
-        groups.setdefault(max(s.inputs, key=lambda name: _file_size(run, name), default=""), []).append(i)
+        groups.setdefault(max(s.inputs, key=lambda name: run.file_size(name), default=""), []).append(i)
     order: list[int] = []
     held: set[str] = set()
     while groups:
         # max() keeps the first of equals: the registry's order.
-        key = max(groups, key=lambda k: sum(_file_size(run, n) for n in held & _inputs(steps, groups[k])))
+        key = max(groups, key=lambda k: sum(run.file_size(n) for n in held & _inputs(steps, groups[k])))
         order += groups.pop(key)
         later = {name for g in groups.values() for name in _inputs(steps, g)}
         held = (held | _inputs(steps, order)) & later
@@ -65,11 +64,3 @@ def _grouped(run: Run, steps: list[Step]) -> list[int]:
 
 def _inputs(steps: list[Step], indexes: list[int]) -> set[str]:
     return {name for i in indexes for name in steps[i].inputs}
-
-
-def _file_size(run: Run, name: str) -> int:
-    """The size of a table's file, 0 when it is absent: what it will cost to hold, before it is read."""
-    try:
-        return (run.path / TABLES[name].file).stat().st_size
-    except OSError:
-        return 0
