@@ -55,6 +55,9 @@ LAB_SCHEMA = _obj(
         "sender_drop_pct": _t(
             "integer", "retransmit lab: % of the client's packets its own firewall dropped", minimum=0, maximum=100
         ),
+        "gso": _t(
+            "string", "retransmit lab: off = the client sent one segment a packet (gso_max_segs 1)", enum=["on", "off"]
+        ),
         "iperf3": {
             **_obj(
                 "retransmit lab: iperf3's own totals, or null",

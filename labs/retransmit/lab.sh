@@ -13,8 +13,10 @@
 #
 # Variants
 #   loss1    iperf3 client -> server, 1 % of the client's packets dropped
+#            (one segment a packet, as on a wire)
 #   loss0    the same without loss: must produce no finding
-#   loss5    5 % dropped
+#   loss5    5 % dropped, GSO on: a drop loses a skb of up to 45 segments and a
+#            retransmit re-sends many (the probe's segments-per-event path)
 #   synloss  short connections (connload -> aqserver), 30 % of SYNs dropped
 
 LAB_VARIANTS=(loss1 loss0 loss5 synloss)
@@ -30,10 +32,10 @@ AQ_PORT=8080
 lab_describe() {
 	cat <<TEXT
 retransmit variants (environment overrides in brackets):
-  loss1    iperf3 ${IPERF_SECONDS:-5}s [IPERF_SECONDS] at ${IPERF_RATE:-200M} [IPERF_RATE], 1 % loss [LOSS_PCT]
+  loss1    iperf3 ${IPERF_SECONDS:-5}s [IPERF_SECONDS] at ${IPERF_RATE:-200M} [IPERF_RATE], 1 % loss [LOSS_PCT], GSO off [GSO]
            (any iperf3 variant: [SENDER_DROP_PCT] % of the client's packets dropped by its own firewall too)
   loss0    the same, no loss
-  loss5    the same, 5 % loss
+  loss5    the same, 5 % loss, GSO on
   synloss  connload 50 conn/s [RATE] for 6s [LOAD_SECONDS], 30 % of SYNs dropped [SYN_LOSS_PCT]
 TEXT
 }
@@ -47,11 +49,13 @@ lab_params() {
 	synloss) SYN_LOSS_PCT=${want_syn:-30} ;;
 	esac
 	IPERF_SECONDS=${IPERF_SECONDS:-5} IPERF_RATE=${IPERF_RATE:-200M} SENDER_DROP_PCT=${SENDER_DROP_PCT:-0}
+	if [[ $1 == loss5 ]]; then GSO=${GSO:-on}; else GSO=${GSO:-off}; fi
+	[[ $GSO == on || $GSO == off ]] || die "GSO must be on or off, not '$GSO'"
 	[[ $1 != synloss ]] || SENDER_DROP_PCT=0
 	if [[ $1 == synloss ]]; then
 		LAB_SUMMARY="connload ${RATE:-50}/s for ${LOAD_SECONDS:-6}s to aqserver, ${SYN_LOSS_PCT}% of SYNs dropped at the server"
 	else
-		LAB_SUMMARY="iperf3 ${IPERF_SECONDS}s at ${IPERF_RATE}b/s, ${LOSS_PCT}% of client->server packets dropped at the server"
+		LAB_SUMMARY="iperf3 ${IPERF_SECONDS}s at ${IPERF_RATE}b/s, ${LOSS_PCT}% of client->server packets dropped at the server, GSO $GSO"
 		((SENDER_DROP_PCT == 0)) || LAB_SUMMARY+=", ${SENDER_DROP_PCT}% by the client's own firewall"
 	fi
 }
@@ -60,7 +64,15 @@ lab_params() {
 lab_setup_netns() {
 	command -v nft >/dev/null || die "nft (nftables) is not installed (run: make setup)"
 	command -v iperf3 >/dev/null || die "iperf3 is not installed (run: make setup)"
-	local rule=""
+	local rule="" veth
+	# A wire loses packets, not 64 KiB GSO skbs. GSO off: the client's veth sends one
+	# segment a packet, so each drop is one segment and each retransmit one (with GSO,
+	# 1 % of skbs dropped made 15-20 retransmits of up to 45 segments a run, and the
+	# measured rate swung across the rule's threshold under CPU load).
+	if [[ $GSO == off ]]; then
+		veth=$(ip -n "$CLI_NS" -o link show type veth | awk -F': ' '{ sub(/@.*/, "", $2); print $2; exit }')
+		ip -n "$CLI_NS" link set dev "$veth" gso_max_segs 1 || die "could not set gso_max_segs on $veth"
+	fi
 	if ((LOSS_PCT > 0)); then
 		rule="ip saddr $CLI_IP tcp dport $IPERF_PORT numgen random mod 100 < $LOSS_PCT drop"
 	elif ((SYN_LOSS_PCT > 0)); then
@@ -87,6 +99,21 @@ table inet tqloss {
 NFT
 }
 
+# Until no client socket has anything left to (re)send: a socket the load closed
+# goes on retransmitting its unacknowledged data and FIN in FIN-WAIT-1 (backing
+# off, seconds on a busy host). The capture must not end in that tail: its
+# counters' last sample would hold retransmits after the probe's last interval.
+wait_client_quiet() {
+	local i busy
+	for i in $(seq 300); do
+		busy=$(ip netns exec "$CLI_NS" ss -tnH state syn-sent state established state fin-wait-1 \
+			state closing state last-ack dst "$SRV_IP" | wc -l)
+		((busy > 0)) || return 0
+		nap 0.1
+	done
+	log "warning: $busy client socket(s) still sending after 30 s"
+}
+
 lab_run() {
 	local run=$1 work=$2 pid i
 	if [[ $variant == synloss ]]; then
@@ -99,6 +126,7 @@ lab_run() {
 		ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/connload" -target "$SRV_IP:$AQ_PORT" -mode rate \
 			-rate "${RATE:-50}" -duration "${LOAD_SECONDS:-6}s" -connect-timeout 10s \
 			-out "$run/connects.csv" 2> >(sed 's/^/  /' >&2) || die "connload failed"
+		wait_client_quiet
 		nap "$((interval + 1))"
 		stop_process "$pid" TERM 5
 	else
@@ -108,6 +136,7 @@ lab_run() {
 		nap 1.5	# iperf3 has no ready signal; one interval of baseline as well
 		ip netns exec "$CLI_NS" iperf3 -c "$SRV_IP" -p "$IPERF_PORT" -t "$IPERF_SECONDS" -b "$IPERF_RATE" -J \
 			>"$work/iperf3.json" 2>"$work/iperf3.err" || { cat "$work/iperf3.err" "$work/iperf3.json" >&2; die "iperf3 failed"; }
+		wait_client_quiet
 		nap "$((interval + 1))"
 		stop_process "$pid" TERM 5
 	fi
@@ -118,8 +147,8 @@ lab_json() {
 	if [[ -s $work/iperf3.json ]]; then
 		iperf=$(py_helper "$PACK_ROOT/labs/retransmit/iperf3_summary.py" "$work/iperf3.json" 2>/dev/null || echo null)
 	fi
-	printf '{"lab": "retransmit", "variant": %s, "summary": %s, "loss_pct": %d, "syn_loss_pct": %d, "sender_drop_pct": %d,\n' \
-		"$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")" "$LOSS_PCT" "$SYN_LOSS_PCT" "$SENDER_DROP_PCT"
+	printf '{"lab": "retransmit", "variant": %s, "summary": %s, "loss_pct": %d, "syn_loss_pct": %d, "sender_drop_pct": %d, "gso": %s,\n' \
+		"$(json_str "$variant")" "$(json_str "$LAB_SUMMARY")" "$LOSS_PCT" "$SYN_LOSS_PCT" "$SENDER_DROP_PCT" "$(json_str "$GSO")"
 	printf ' "server": {"netns": %s, "netns_inode": %s, "addr": %s, "port": %d},\n' \
 		"$(json_str "$SRV_NS")" "$(netns_inode "$SRV_NS")" "$(json_str "$SRV_IP")" \
 		"$(if [[ $variant == synloss ]]; then echo $AQ_PORT; else echo $IPERF_PORT; fi)"

@@ -42,17 +42,35 @@ def findings(run: Run, kind: str | None = None) -> list[dict]:
             and (not ours or f["subject"].get("netns") in (None, *ours))]  # fmt: skip
 
 
+# The most segments one retransmit carries with GSO on: 64 KiB of 1448-byte segments (the labs'
+# veth, MTU 1500, timestamps on).
+GSO_SEGS_MAX = 65536 // 1448
+
+
+def missed_segments(run: Run, rec: dict) -> int:
+    """The most segments the probe can have missed: the events the kernel says it did not run the
+    capture's programs for (recursion misses: another BPF program ran on that CPU, as two streams
+    of probe tests do on CI), each as many segments as one retransmit carries: one where the lab's
+    client sends one segment a packet, a whole GSO skb with GSO on (a run beside the busy-host lab
+    was one 45-segment retransmit short with 9 misses)."""
+    misses = rec["probe_recursion_misses"]
+    assert misses is not None
+    return misses * (GSO_SEGS_MAX if run.lab["gso"] == "on" else 1)
+
+
 @pytest.mark.parametrize("variant", ["loss1", "loss5", "synloss"])
 def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, variant: str) -> None:
     run = run_lab("retransmit", variant, tmp_path / variant)
     client = run.lab["client"]["netns_inode"]
     rec = reconcile(run, client)
     assert rec["kernel_retrans_segs"] > 20
-    # Within 1 % (at least one segment), plus the events the kernel says it did not
-    # run the probe for (recursion misses, read from the probe's programs).
+    # Within 1 % (at least one segment), plus what the probe was not run for. A retransmit
+    # is one segment with GSO off, many with it on (loss5).
+    ep = endpoint_rows(run, client)
+    segs, events = int(ep["data_segs"].sum()), int(ep["data_events"].sum())
+    assert (segs > events) if run.lab["gso"] == "on" else (segs == events), (segs, events)
     misses = rec["probe_recursion_misses"]
-    assert misses is not None
-    tol = max(2, 0.01 * rec["kernel_retrans_segs"]) + misses  # 2: see the SYN note below
+    tol = max(2, 0.01 * rec["kernel_retrans_segs"]) + missed_segments(run, rec)  # 2: see the SYN note below
     assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= tol, json.dumps(rec)
     # Two SYN retransmits: once (CI, 2026-11-23, synloss) the kernel counted 125
     # TCPSynRetrans in the client namespace and the tracepoint saw 123, with no
@@ -69,11 +87,13 @@ def test_lossy_variants_reconcile_with_the_kernel(kernel, tmp_path: Path, varian
         ep = endpoint_rows(run, client)
         # Every data retransmit is counted per flow as well...
         assert int(flows["data_segs"].sum()) == int(ep["data_segs"].sum())
-        # ...and the flow's rate against its own data segments is the loss the lab put on
-        # its packets (not diluted by whatever else the namespace sends).
-        rate = int(flows["data_segs"].sum()) / int(flows["data_segs_out"].sum())
-        loss = {"loss1": 0.01, "loss5": 0.05}[variant]
-        assert 0.5 * loss <= rate <= 2.5 * loss, (rate, loss)
+        # ...and the flow's rate against its own data segments, less the re-sent segments its
+        # peer reported received twice (a busy host's early timeouts: 2366 of 3267 in a run
+        # beside the busy-host lab), is the loss the lab put on its packets (not diluted by
+        # whatever else the namespace sends).
+        (probe,) = [link["evidence"] for link in f["chain"] if link["link"] == "probe"]
+        loss_pct = {"loss1": 1, "loss5": 5}[variant]
+        assert 0.5 * loss_pct <= probe["flow_rate_pct"] <= 2.5 * loss_pct, probe
 
 
 def test_retransmits_the_senders_own_firewall_dropped_are_counted_as_the_kernel_counts_them(
@@ -83,14 +103,14 @@ def test_retransmits_the_senders_own_firewall_dropped_are_counted_as_the_kernel_
     own OUTPUT rules then drop fails (err -EPERM at the tracepoint) and is still counted
     (and in TCPRetransFail). The probe took every failed attempt for uncounted: 1281 against
     the kernel's 1326 in a CI run (2026-11-26; there, presumably, a full queue below TCP).
-    Here 15 % of the client's packets are dropped by its own firewall on top of 1 % on the wire."""
-    run = run_lab("retransmit", "loss1", tmp_path / "localdrop", SENDER_DROP_PCT="15")
-    assert run.lab["sender_drop_pct"] == 15
+    Here 3 % of the client's packets are dropped by its own firewall on top of 1 % on the wire."""
+    # 3 %: with one segment a packet, 15 % dropped locally stalled the flow (11 retransmits
+    # in a run, none failed); 3 % gave 217 failed attempts among 543 retransmits.
+    run = run_lab("retransmit", "loss1", tmp_path / "localdrop", SENDER_DROP_PCT="3")
+    assert run.lab["sender_drop_pct"] == 3
     rec = reconcile(run, run.lab["client"]["netns_inode"])
     assert rec["failed_attempts"] > 0, json.dumps(rec)  # the path this test is about was taken
-    misses = rec["probe_recursion_misses"]
-    assert misses is not None
-    assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= 2 + misses, json.dumps(rec)
+    assert abs(rec["probe_retrans_segs"] - rec["kernel_retrans_segs"]) <= 2 + missed_segments(run, rec), json.dumps(rec)
 
 
 def test_no_loss_no_finding(kernel, tmp_path: Path) -> None:
