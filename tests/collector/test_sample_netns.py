@@ -11,6 +11,7 @@ import csv
 import io
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import time
@@ -422,7 +423,7 @@ def _buffers_of_self(env: dict[str, str], state: Path) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(r.stdout)))
 
 
-def test_flows_with_their_clocks_queues_and_buffers(tmp_path: Path) -> None:
+def test_flows_with_their_clocks_queues_and_buffers(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """--buffers-of (the exporter's, and capture's sock_buffers.csv): every flow at the first
     listing, with tcp_info's clocks and skmem; then only the flows whose busy clock moved, or that
     hold unread data."""
@@ -430,6 +431,9 @@ def test_flows_with_their_clocks_queues_and_buffers(tmp_path: Path) -> None:
     text = BUFFERS_OUTPUT.read_text()
     env = _with_fake_ss(tmp_path, text)
     (tmp_path / "state").mkdir()
+    # A namespace with no TCP socket is not listed at all (test_flows_listed_for_the_families_in_use).
+    held = socket.create_server(("127.0.0.1", 0))
+    request.addfinalizer(held.close)
     rows = {(r["laddr"], r["lport"], r["raddr"], r["rport"]): r for r in _buffers_of_self(env, tmp_path / "state")}
     assert len(rows) == 4
     slow = rows[("198.18.9.2", "50720", "198.18.9.1", "7000")]
@@ -468,3 +472,59 @@ def test_flows_with_their_clocks_queues_and_buffers(tmp_path: Path) -> None:
     (tmp_path / "out.txt").write_text(moved)
     again = _buffers_of_self(env, tmp_path / "state")
     assert sorted((r["lport"], r["dsack_dups"]) for r in again) == [("58894", "3"), ("7002", "0")]
+
+
+# A process holding established connections of the given families on loopback until killed.
+HOLD_FLOWS = """
+import socket, sys, time
+held = []
+for host in sys.argv[1:]:
+    lsn = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    held += [lsn, socket.create_connection(lsn.getsockname()[:2]), lsn.accept()[0]]
+    lsn.close()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    ("hosts", "flag"), [(["127.0.0.1"], "-4"), (["::1"], "-6"), (["127.0.0.1", "::1"], None), ([], "none")]
+)
+def test_flows_listed_for_the_families_in_use(tmp_path: Path, hosts: list[str], flag: str | None) -> None:
+    """A "state established" listing walks the whole socket hash, TIME_WAIT included, once per
+    family asked: ss is asked for the families the namespace has sockets of (sockstat's inuse), and
+    not at all when it has none. Each flow is listed all the same."""
+    _need_root()
+    name = f"tq-test-fam-{os.getpid()}"
+    calls = tmp_path / "ss-calls"
+    ss = tmp_path / "bin" / "ss"
+    ss.parent.mkdir()
+    ss.write_text(f'#!/bin/sh\necho "$*" >>\'{calls}\'\nexec {shutil.which("ss")} "$@"\n')
+    ss.chmod(0o755)
+    env = {**os.environ, "PATH": f"{ss.parent}:{os.environ['PATH']}"}
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    holder = None
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        holder = subprocess.Popen(["ip", "netns", "exec", name, "python3", "-c", HOLD_FLOWS, *hosts],
+                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        (tmp_path / "state").mkdir()
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=True).stdout.split()
+        pid = pids[0]
+        cmd = [str(ROOT / "collector" / "sample-netns"), "--buffers-of", "--state", str(tmp_path / "state"), pid]
+        r = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, timeout=30)
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        subprocess.run(["ip", "netns", "del", name], check=False)
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert sorted({row["laddr"] for row in rows}) == sorted(hosts)
+    assert len(rows) == 2 * len(hosts)  # both ends of each connection
+    asked = calls.read_text().splitlines() if calls.exists() else []
+    if flag == "none":
+        assert asked == []
+    else:
+        (args,) = asked
+        assert args.split()[0] == flag if flag else not args.startswith("-4") and not args.startswith("-6"), args
