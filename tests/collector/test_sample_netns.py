@@ -39,6 +39,15 @@ def _with_fake_ss(tmp_path: Path, text: str) -> dict[str, str]:
     return {**os.environ, "PATH": f"{ss.parent}:{os.environ['PATH']}"}
 
 
+def _with_ss_logging_its_calls(tmp_path: Path, calls: Path) -> dict[str, str]:
+    """An environment whose ss is the real one, each call's arguments appended to CALLS first."""
+    ss = tmp_path / "bin" / "ss"
+    ss.parent.mkdir()
+    ss.write_text(f"#!/bin/sh\necho \"$*\" >>'{calls}'\nexec '{shutil.which('ss')}' \"$@\"\n")
+    ss.chmod(0o755)
+    return {**os.environ, "PATH": f"{ss.parent}:{os.environ['PATH']}"}
+
+
 def _listeners_of_self(env: dict[str, str]) -> list[dict[str, str]]:
     r = subprocess.run([str(ROOT / "collector" / "sample-netns"), "--listeners-of", str(os.getpid())],
                        capture_output=True, text=True, check=True, env=env)  # fmt: skip
@@ -160,12 +169,7 @@ def test_a_new_listener_gets_its_owner_at_the_next_sample(tmp_path: Path) -> Non
     the next sample, and ss -p runs at far fewer samples than there are."""
     _need_root()
     name = f"tq-test-owners-{os.getpid()}"
-    real_ss = shutil.which("ss")
-    wrapper = tmp_path / "bin" / "ss"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f"#!/bin/sh\necho \"$*\" >>'{tmp_path / 'calls.txt'}'\nexec '{real_ss}' \"$@\"\n")
-    wrapper.chmod(0o755)
-    env = {**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
+    env = _with_ss_logging_its_calls(tmp_path, tmp_path / "calls.txt")
     subprocess.run(["ip", "netns", "add", name], check=True)
     servers: list[subprocess.Popen[str]] = []
     try:
@@ -497,11 +501,7 @@ def test_flows_listed_for_the_families_in_use(tmp_path: Path, hosts: list[str], 
     _need_root()
     name = f"tq-test-fam-{os.getpid()}"
     calls = tmp_path / "ss-calls"
-    ss = tmp_path / "bin" / "ss"
-    ss.parent.mkdir()
-    ss.write_text(f'#!/bin/sh\necho "$*" >>\'{calls}\'\nexec {shutil.which("ss")} "$@"\n')
-    ss.chmod(0o755)
-    env = {**os.environ, "PATH": f"{ss.parent}:{os.environ['PATH']}"}
+    env = _with_ss_logging_its_calls(tmp_path, calls)
     subprocess.run(["ip", "netns", "add", name], check=True)
     holder = None
     try:
