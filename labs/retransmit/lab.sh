@@ -104,13 +104,14 @@ NFT
 
 # Until no client socket has anything left to (re)send: a socket the load closed
 # goes on retransmitting its unacknowledged data and FIN in FIN-WAIT-1 (backing
-# off, seconds on a busy host). The capture must not end in that tail: its
-# counters' last sample would hold retransmits after the probe's last interval.
+# off, seconds on a busy host). The capture must not end in that tail: the probe's
+# last block and the counters' last sample are up to an interval apart.
 wait_client_quiet() {
-	local i busy
+	local i busy dst=$SRV_IP
+	[[ $dst != *:* ]] || dst="[$dst]"	# ss reads an IPv6 address in brackets
 	for i in $(seq 300); do
 		busy=$(ip netns exec "$CLI_NS" ss -tnH state syn-sent state established state fin-wait-1 \
-			state closing state last-ack dst "$SRV_IP" | wc -l)
+			state closing state last-ack dst "$dst" | wc -l)
 		((busy > 0)) || return 0
 		nap 0.1
 	done
