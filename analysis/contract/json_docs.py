@@ -283,7 +283,12 @@ METADATA_SCHEMA = _obj(
                             enum=PROBE_STATUSES,
                         ),
                         "rows": _t("integer", "CSV rows collector/probe-to-csv wrote for it", minimum=0),
-                        "recursion_misses": _t(["integer", "null"], "events the kernel skipped", minimum=0),
+                        "recursion_misses": _t(
+                            ["integer", "null"],
+                            "events the kernel skipped, over every program of the bpftrace process that ran the "
+                            "probe (one process for every family by default: the same number for each)",
+                            minimum=0,
+                        ),
                         "unknown_lines": _t(
                             "integer",
                             "lines of its raw output (probe_<family>.out) collector/probe-to-csv did not know and "

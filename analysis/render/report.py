@@ -80,8 +80,10 @@ def _capture_lines(run: Run) -> list[str]:
     if missed:
         lines.append(
             "- Events the kernel did not run a probe for (recursion misses: another BPF program was running on "
-            "that CPU): " + ", ".join(f"{k} {v}" for k, v in missed.items()) + ". Counts from those probes can "
-            "be low by up to that many; fewer probes at once means fewer misses."
+            "that CPU), counted per bpftrace process, every program of it (one process runs every family by "
+            "default, and each shows its total): " + ", ".join(f"{k} {v}" for k, v in missed.items()) + ". "
+            "Counts from those probes can be low by up to that many events, and a retransmit event can carry "
+            "many segments (a 64 KiB GSO skb: 45 of 1448 bytes); fewer probes at once means fewer misses."
         )
     lab = run.lab or {}
     if lab:
