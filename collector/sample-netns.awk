@@ -1,9 +1,8 @@
 # sample-netns.awk: the parsers of collector/sample-netns. Kernel counters and ss tables in,
 #   the rows of counters.csv, listeners.csv, tw_sockets.csv and sock_buffers.csv out
 #   (columns: analysis/contract/sampled_tables.py). One program for all of them, so that a
-#   sample of the capture is one awk process whatever it reads, and one more that splits
-#   the listing of listeners and flows when ss lists both at once (job=sockets: an ss costs
-#   more than ten small processes; docs/cost.md, "What one ss call costs in the guest").
+#   sample of the capture is one awk process whatever it reads: a process start costs a
+#   sample more than its parsing (docs/cost.md, "Probes against samplers").
 # Run with LC_ALL=C awk -v job=JOB [-v NAME=VALUE ...] -f collector/sample-netns.awk; it reads
 #   only the files it is given (/dev/stdin for a pipe). An output named "" is stdout.
 #   job=sample     one sample: the counters (targets, prevf, t) to counters_out; listeners_in
@@ -14,7 +13,6 @@
 #   job=holders    listeners_in, an owners table: "INODE PID..." per socket held
 #   job=ephemeral  tw_in (by=service or destination, t, ns)
 #   job=buffers    flows_in (statef, t, ns)
-#   job=sockets    sockets_in, one listing of both states, split into listeners_out and flows_out
 
 # Done reading f. Not stdin: mawk 1.3.4 crashes closing "/dev/stdin", and a job reads it once.
 function done_with(f) { if (f != "/dev/stdin") close(f) }
@@ -254,26 +252,6 @@ function listeners(f, owners, watchers, holders, t, ns, out,   l, w, n, i, v) {
 	listener_flush(holders); done_with(f)
 }
 
-# --- one listing of the listeners and the flows ---
-# ss SOCKETS_SS_ARGS (state listening state established: a State column, as ss prints for
-# more than one state) -> the listeners' table as ss LISTENERS_SS_ARGS prints it (listeners_out)
-# and the flows' as ss BUFFERS_SS_ARGS does (flows_out): the State column dropped, and a
-# listener's skmem line cut after its skmem (-i appends tcp_info, which a listener's parser
-# would take for a comm's bytes). Both outputs are written, empty when there is no such socket.
-function split_sockets(f, lout, fout,   l, to) {
-	printf "" > lout; printf "" > fout
-	to = ""
-	while ((getline l < f) > 0) {
-		if (l ~ /^LISTEN +/) { sub(/^LISTEN +/, "", l); to = lout }
-		else if (l ~ /^ESTAB +/) { sub(/^ESTAB +/, "", l); to = fout }
-		else if (l !~ /^[ \t]/) to = ""
-		else if (to == lout && match(l, /^\t skmem:\([a-z0-9,]*\)/)) l = substr(l, 1, RLENGTH)
-		if (to != "") print l > to
-	}
-	done_with(f)
-	close(lout); close(fout)
-}
-
 BEGIN {
 	if (job == "sample") {
 		counters(targets, prevf, t, counters_out)
@@ -290,8 +268,6 @@ BEGIN {
 		ephemeral(tw_in, by, t, ns, "")
 	} else if (job == "buffers") {
 		buffers(flows_in, statef, t, ns, "")
-	} else if (job == "sockets") {
-		split_sockets(sockets_in, listeners_out, flows_out)
 	} else {
 		print "sample-netns.awk: unknown job \"" job "\"" > "/dev/stderr"
 		exit 2
