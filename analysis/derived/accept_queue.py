@@ -357,6 +357,32 @@ def found_empty(run: RunLike, key: SocketKey, rows: pd.DataFrame) -> pd.Series |
     return (rows["time_s"].map(eagain).fillna(0) > 0).set_axis(rows.index)
 
 
+def probe_gaps(rows: pd.DataFrame, ticks: pd.Series, interval: int) -> list[tuple[float, float]]:
+    """Where a listener's rows hide seconds of its overflow: (from, to) times of its rows, from its
+    first full interval to the first one after its last that ended below the limit, that came more
+    than two intervals after a row ending with connections queued, no listener being printed between
+    (ticks: every aq_listener row's time_s). The probe prints a listener holding connections at
+    every tick, so such a gap is its interval timer not running, and the row after it sums those
+    seconds: a stall in them reads as accepts. (After a row ending empty, a gap can be the listener
+    idling: not counted, that cannot be told from the rows.)"""
+    rows = rows.sort_values("time_s")
+    times = rows["time_s"].to_numpy(dtype=float)
+    depth = rows["depth_now"].to_numpy(dtype=float)
+    full = ((rows["full_events"] > 0) | (rows["depth_now"] > rows["limit"])).to_numpy()
+    if len(times) < 2 or not full.any():
+        return []
+    first, last = int(full.argmax()), int(len(full) - 1 - full[::-1].argmax())
+    after = [i for i in range(last + 1, len(times)) if depth[i] < float(rows["limit"].iloc[i])]
+    end = after[0] if after else len(times) - 1
+    seen = ticks.drop_duplicates().sort_values().to_numpy(dtype=float)
+    gaps = []
+    for i in range(max(first, 1), end + 1):
+        t0, t1 = times[i - 1], times[i]
+        if depth[i - 1] > 0 and t1 - t0 > 2 * interval and not ((seen > t0) & (seen < t1)).any():
+            gaps.append((float(t0), float(t1)))
+    return gaps
+
+
 def interval_shape(rows: pd.DataFrame, emptied: pd.Series | None = None) -> dict[str, Any]:
     """What a listener's intervals (sorted by time) looked like at their ends, for the rule's
     cause class: intervals stalled (nearly full, nothing accepted) and full at the end; the

@@ -23,6 +23,7 @@ CAUSES = {
     "stall": "the application stopped calling accept() (stall)",
     "capacity": "arrivals outran the accept path (capacity)",
     "unclassified": "the listener's own counter says it dropped; how it overflowed was not seen (unclassified)",
+    "probe_gap": "cause unknown: the probe printed nothing for seconds of the overflow (probe_gap)",
 }
 
 TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
@@ -175,6 +176,18 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
     ("fix", "unclassified"): (
         "Fix: nothing blind. Capture with the accept-queue probe (`{command}`) to see how it overflows, then "
         "apply that cause's fix; raising the backlog cures only bursts.",
+    ),
+    ("cause", "probe_gap"): (
+        "Cause: unknown. The probe printed nothing at all (no listener) {gaps_text}, inside this listener's "
+        "overflow, and its next row sums those seconds: a stall of the accept loop there would read as "
+        "accepts. ",
+        Opt("The printed rows alone read {rows_alone_read}; not concluded. ", "Not concluded. "),
+        Opt("{limit_sentence}."),
+    ),
+    ("fix", "probe_gap"): (
+        "Fix: nothing blind. Capture again (`{command}`) to see every interval of the overflow, then apply "
+        "that cause's fix; raising the backlog cures only bursts.",
+        Opt(" {group_fix}"),
     ),
     ("fix", "sizing"): (
         "Fix: raise the listen() backlog",
@@ -405,6 +418,10 @@ def _cause(link: Link, ev: dict[str, Any]) -> None:
         ev["reason_text"] = UNATTRIBUTED_REASONS.get(str(ev.get("reason")), UNATTRIBUTED_REASONS["not_seen"])
     ev["model_text"] = model_sentence(ev.get("model"))
     _limit(ev)
+    gaps = ev.get("probe_gaps") or []
+    ev["gaps_text"] = join_words(
+        [f"from {number(g['from_rel_s'])} s to {number(g['to_rel_s'])} s" for g in gaps if isinstance(g, Mapping)]
+    )
     n = ev.get("intervals_full_at_end")
     ev["full_at_end_text"] = (
         "how often it was still full at an interval end was not recorded"

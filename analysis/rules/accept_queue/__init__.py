@@ -15,6 +15,9 @@ Cause classes, from the probe's per-interval rows:
            application kept accepting: arrivals outran the accept path.
  sizing    the queue overflowed within intervals but drained by their end:
            bursts larger than the backlog.
+ probe_gap not stall, and a listener holding connections got no row (nor did any
+           other listener) for more than two intervals inside its overflow: the probe's
+           timer did not run, and a stall then would read as accepts: cause unknown.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from .chain import (
     symptom_link,
     time_window,
     unattributed_reason,
+    unless_probe_gaps,
     verification_link,
 )
 from .own_drops import from_own_drops, unseen_by_probe
@@ -105,7 +109,7 @@ def _evaluate_listener(run: RunView, key: SocketKey, rows: pd.DataFrame, ns: Nam
         chain = [Link("probe", "full_no_drops", probe_ev), Link("counter", counter_key, counter_ev)]
         return Finding(KIND, "absent", subject, window=window, chain=chain)
     emptied = None if key in ns.merged else found_empty(run, key, li.rows)
-    cause_class, class_ev = classify(li.rows, emptied)
+    cause_class, class_ev = unless_probe_gaps(run, li, *classify(li.rows, emptied))
     rates = accept_rates(li.rows, li.full, li.interval)
     cause_ev = cause_evidence(run, li, window, cause_class, class_ev, rates)
     fix_ev = fix_evidence(li, cause_class, cause_ev, rates, counter_ev["listen_overflows_in_window"])

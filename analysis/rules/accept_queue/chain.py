@@ -14,6 +14,7 @@ from ...derived.accept_queue import (
     AcceptRates,
     interval_shape,
     listener_symptoms,
+    probe_gaps,
     requested_backlog,
     samples_near,
     saturation_model,
@@ -250,6 +251,19 @@ def classify(rows: pd.DataFrame, emptied: pd.Series | None = None) -> tuple[str,
     return "sizing", ev
 
 
+def unless_probe_gaps(run: RunView, li: Listener, cause_class: str, class_ev: dict[str, Any]) -> tuple[str, dict]:
+    """A stall seen stands; any other class read from rows that fold seconds the probe did not print
+    (derived probe_gaps) is not known (probe_gap): a stall in those seconds would read as accepts (sizing)."""
+    if cause_class == "stall":
+        return cause_class, class_ev
+    gaps = probe_gaps(li.rows, run.table("aq_listener")["time_s"], li.interval)
+    if not gaps:
+        return cause_class, class_ev
+    shown = [{"from_rel_s": round(a - run.start, 1), "to_rel_s": round(b - run.start, 1)} for a, b in gaps]
+    command = f"make capture NETNS={run.netns_label(li.netns)} PROBES=accept_queue DURATION=60"
+    return "probe_gap", {**class_ev, "rows_alone_read": cause_class, "probe_gaps": shown, "recapture_command": command}
+
+
 # -- cause ------------------------------------------------------------------------------------------
 
 
@@ -289,7 +303,9 @@ def cause_evidence(
     own = li.rows[["time_s", "enqueues"]] if li.ns.busy else None
     t0, t1 = window["start_s"], window["end_s"]
     ev["model"] = (
-        saturation_model(
+        None
+        if cause_class == "probe_gap"
+        else saturation_model(
             run, li.netns, li.full, cause_class, li.limit, t0, t1, li.interval, own, len(li.ns.merged.get(li.key, ()))
         )
         if li.ns.sampled
@@ -319,6 +335,8 @@ def fix_evidence(
         ev["arrival_rate_before_per_s"] = round(rate, 1)
         ev["seconds_of_arrivals_the_queue_holds"] = round(accept_queue_room(li.limit) / rate, 2) if rate else None
         ev["stalled_seconds_seen"] = cause_ev["intervals_stalled"] * li.interval
+    elif cause_class == "probe_gap":
+        ev["command"] = cause_ev["recapture_command"]
     else:
         ev["accept_rate_per_s"] = round(rates.accept_per_s, 1)
     if li.key in li.ns.siblings:  # one member of a group whose others kept up: that member's loop

@@ -368,3 +368,46 @@ def test_listener_drops_with_no_listen_drops_in_its_namespace_are_not_an_overflo
     assert listener.status == "absent" and counter.key == "no_listen_drops"
     assert counter.evidence["listener_drops"] == 1 and counter.evidence["listen_drops"] == 0
     assert "not overflows" in describe(listener.kind, counter)
+
+
+def _fold_ticks(rows: pd.DataFrame, missed: list[int]) -> pd.DataFrame:
+    """The probe's rows as printed when its interval timer did not run at the ticks `missed` (every
+    listener): each listener's next row sums those intervals' counts (what the probe's totals
+    since its last print hold), its depth at the end and the largest depth."""
+    rows = rows.sort_values("time_s").copy()
+    for _, grp in rows.groupby(["netns", "sock_ino"]):
+        gone = grp[grp["time_s"].isin(missed)]
+        later = grp[grp["time_s"] > max(missed)]
+        if gone.empty or later.empty:
+            continue
+        nxt = later.index[0]
+        for col in ("enqueues", "full_events", "accepted"):
+            rows.loc[nxt, col] = rows.loc[nxt, col] + gone[col].sum()
+        rows.loc[nxt, "depth_max"] = max(rows.loc[nxt, "depth_max"], gone["depth_max"].max())
+    return rows[~rows["time_s"].isin(missed)]
+
+
+def test_a_stall_the_probe_did_not_print_is_a_probe_gap_not_sizing() -> None:
+    """The reuseport-stall capture as a CI run printed it once: the probe's interval timer did not run
+    for the stall's seconds, the stalled member's next row summed them, and its printed rows alone
+    read "sizing". Seconds with no row of any listener, inside the overflow, make the cause unknown;
+    the stalled member alone is named; the same rows with every tick printed still read stall."""
+    run = Run.open(fixture_run("accept-overflow-reuseport-stall"))
+    stalled = {m["member"]: m["pid"] for m in run.lab["server"]["stats"]["members"]}[
+        int(run.lab["server"]["stall_members"])
+    ]
+    rows = run.table("aq_listener")
+    start = int(rows["time_s"].min())
+    run._cache["aq_listener"] = _fold_ticks(rows, [start + 2, start + 3])
+    (f,) = [x for x in accept_queue.evaluate(run) if x.is_finding]
+    assert (f.subject["pid"], f.cause_class) == (stalled, "probe_gap")
+    cause = f.link("cause").evidence
+    assert cause["rows_alone_read"] == "sizing" and cause["model"] is None
+    assert [(g["to_rel_s"] - g["from_rel_s"]) for g in cause["probe_gaps"]] == [3]
+    assert "unknown" in describe(f.kind, f.link("cause")) and "nothing blind" in describe(f.kind, f.link("fix"))
+    assert "BACKLOG=" not in f.link("verification").evidence["command"]
+    # One tick missed (two seconds in one row) is within the timer's jitter: the rows still decide.
+    run = Run.open(fixture_run("accept-overflow-reuseport-stall"))
+    run._cache["aq_listener"] = _fold_ticks(rows, [start + 2])
+    (f,) = [x for x in accept_queue.evaluate(run) if x.is_finding]
+    assert (f.subject["pid"], f.cause_class) == (stalled, "stall")
