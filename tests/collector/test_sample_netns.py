@@ -344,10 +344,16 @@ def test_the_host_namespace_lists_only_processes_that_hold_a_listener(tmp_path: 
     assert {r["pid"] for r in rows} <= {r["pid"] for r in listeners}
 
 
-def _sockstat_and_tw(tmp_path: Path, name: str, *args: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    out = tmp_path / ("out" + "".join(args))
-    subprocess.run(["ip", "netns", "exec", name, str(ROOT / "collector" / "sample-netns"), "--out", str(out),
-                    "--interval", "0.25", "--duration", "2", *args], check=True, timeout=60)  # fmt: skip
+def _sockstat_and_tw(
+    tmp_path: Path, name: str, *args: str, budget: str = "0"
+) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """8 samples at 0.25 s; with no CPU budget unless given (four samples a second cost more than
+    the default allows on a slow machine, and the listings' cadence is what these tests judge)."""
+    out = tmp_path / ("out" + "".join(args) + budget)
+    r = subprocess.run(["ip", "netns", "exec", name, str(ROOT / "collector" / "sample-netns"), "--out", str(out),
+                        "--interval", "0.25", "--duration", "2", "--cpu-budget", budget, *args],
+                       check=True, timeout=60, capture_output=True, text=True)  # fmt: skip
+    _sockstat_and_tw.stderr = r.stderr  # type: ignore[attr-defined]
     return list(csv.DictReader((out / "sockstat.csv").open())), list(csv.DictReader((out / "tw_sockets.csv").open()))
 
 
@@ -412,6 +418,21 @@ def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> N
         sockstat, tw = _sockstat_and_tw(tmp_path, name)  # the default: 2048 a sample
         assert [r["tw_listed"] for r in sockstat] == ["1"] * 8
         assert {r["time_s"] for r in tw} == {r["time_s"] for r in sockstat}
+
+
+def test_over_its_cpu_budget_a_sample_skips_the_listings_that_grow_with_sockets(tmp_path: Path) -> None:
+    """The sampler keeps to --cpu-budget % of one CPU (its processes included): over it, the flows'
+    and the TIME_WAIT listings are left out (the first sample's always run), the fixed steps
+    are not, and it says so at the end. A budget no sample can meet: 60 real TIME_WAIT sockets
+    listed at the first sample only, sockstat at all 8."""
+    with _namespace_with_time_wait("tw-budget", 12) as name:
+        sockstat, tw = _sockstat_and_tw(tmp_path, name, budget="0.01")
+        stderr = _sockstat_and_tw.stderr  # type: ignore[attr-defined]
+        assert [int(r["tcp_tw"]) for r in sockstat] == [60] * 8
+        assert [r["tw_listed"] for r in sockstat] == ["1"] + ["0"] * 7
+        assert {r["time_s"] for r in tw} == {sockstat[0]["time_s"]}
+        # 7 samples, each without its TIME_WAIT and its flows' listing (the namespace has no flow).
+        assert "CPU budget (0.01 % of a CPU) left out 14 listings of flows or TIME_WAIT over 8 samples" in stderr
 
 
 # `ss -tinmH state established` in the client namespace of a socket-buffers lab run by hand
