@@ -128,7 +128,9 @@ SAMPLED_TABLES: tuple[Table, ...] = (
                 "port); 0: not "
                 "listed at this sample. Listing costs per socket, so above sample-netns --tw-per-sample "
                 "(default 2048) TIME_WAIT sockets in the namespace only every ceil(tcp_tw / that)-th "
-                "sample lists them. Runs of contract 7 or older listed every sample (1)",
+                "sample lists them, and a sample over the sampler's CPU budget (sample-netns --cpu-budget, "
+                "default 3 % of one CPU, since 2026-11-29) none, for at most 30 s. Runs of contract 7 or older "
+                "listed every sample (1)",
                 (pa.Check.isin([0, 1]),),
             ),
         ),
@@ -185,7 +187,8 @@ SAMPLED_TABLES: tuple[Table, ...] = (
         "at the first listing every flow (the baseline the "
         "capture's deltas start from). The clocks and byte counts are the kernel's own (tcp_info), "
         "cumulative since the flow began. Above sample-netns --flows-per-sample (default 2048) sockets in "
-        "the namespace, only about one sample in ceil(inuse / that) lists the flows. Absent in runs of "
+        "the namespace, only about one sample in ceil(inuse / that) lists the flows, and a sample over the "
+        "sampler's CPU budget (sample-netns --cpu-budget) none, for at most 30 s. Absent in runs of "
         "contract 9 or older, and in contract-10 runs made before the sampler listed flows.",
         (
             LISTING_TIME,
