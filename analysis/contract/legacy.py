@@ -27,7 +27,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, 9, 10, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,14 @@ def _processes_from_v1(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _sockstat_from_v1(df: pd.DataFrame) -> pd.DataFrame:
-    # Every sample listed its TIME_WAIT sockets before contract 8.
-    return _now(df.assign(tw_listed=1), "sockstat")
+    # Every sample listed its TIME_WAIT sockets before contract 8 (and had no flows to list).
+    return _now(df.assign(tw_listed=1, flows_listed=1), "sockstat")
+
+
+def _sockstat_from_v2(df: pd.DataFrame) -> pd.DataFrame:
+    # Which samples listed the flows was not recorded before contract 12: every one, as the
+    # analysis took it then (a namespace above --flows-per-sample listed fewer).
+    return _now(df.assign(flows_listed=1), "sockstat")
 
 
 def _tw_sockets_from_v1(df: pd.DataFrame) -> pd.DataFrame:
@@ -162,7 +168,14 @@ _PROCESSES_V1 = _without(
     "cgroup",
 )
 # sockstat.csv as contracts 2 to 7 wrote it.
-_SOCKSTAT_V1 = _without("sockstat", 1, "The TCP line of /proc/net/sockstat per sample.", "tw_listed")
+_SOCKSTAT_V1 = _without("sockstat", 1, "The TCP line of /proc/net/sockstat per sample.", "tw_listed", "flows_listed")
+# sockstat.csv as contracts 8 to 11 wrote it.
+_SOCKSTAT_V2 = _without(
+    "sockstat",
+    2,
+    "The TCP line of /proc/net/sockstat per sample, and whether the sample listed the TIME_WAIT sockets.",
+    "flows_listed",
+)
 # tw_sockets.csv as contracts 2 to 8 wrote it: the same columns, every TIME_WAIT socket.
 _TW_SOCKETS_V1 = _without(
     "tw_sockets",
@@ -353,6 +366,7 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     8: {},
     9: {},
     10: {"sock_buffers": Legacy(_SOCK_BUFFERS_V1, _sock_buffers_from_v1)},
+    11: {},
 }
 # The accept-queue tables gained sock_ino in contract 10 (aq_listener's v1, contract 2, is above).
 for _contract in range(2, 10):
@@ -371,6 +385,9 @@ for _contract in (2, 3, 4):
 # sockstat.csv gained tw_listed in contract 8: every older contract wrote version 1.
 for _contract in range(2, 8):
     LEGACY_TABLES[_contract]["sockstat"] = Legacy(_SOCKSTAT_V1, _sockstat_from_v1)
+# sockstat.csv gained flows_listed in contract 12.
+for _contract in range(8, 12):
+    LEGACY_TABLES[_contract]["sockstat"] = Legacy(_SOCKSTAT_V2, _sockstat_from_v2)
 # tw_sockets.csv left out the service ports' TIME_WAIT from contract 9: every older contract wrote version 1.
 for _contract in range(2, 9):
     LEGACY_TABLES[_contract]["tw_sockets"] = Legacy(_TW_SOCKETS_V1, _tw_sockets_from_v1)

@@ -110,9 +110,9 @@ SAMPLED_TABLES: tuple[Table, ...] = (
         "sockstat",
         "sockstat.csv",
         "collector/sample-netns",
-        2,
+        3,
         "The TCP line of /proc/net/sockstat per sample, and whether the sample listed the TIME_WAIT "
-        "sockets into tw_sockets.csv.",
+        "sockets into tw_sockets.csv and the flows into sock_buffers.csv.",
         (
             SAMPLE_TIME,
             NETNS,
@@ -131,6 +131,15 @@ SAMPLED_TABLES: tuple[Table, ...] = (
                 "sample lists them, and a sample over the sampler's CPU budget (sample-netns --cpu-budget, "
                 "default 3 % of one CPU, since 2026-11-29) none, for at most 30 s. Runs of contract 7 or older "
                 "listed every sample (1)",
+                (pa.Check.isin([0, 1]),),
+            ),
+            Col(
+                "flows_listed",
+                INT,
+                "1: this sample listed the flows (sock_buffers.csv's rows of the listing are stamped when ss "
+                "ran, just after the sample's time; a flow that neither sent nor held data has no row); 0: not "
+                "listed (sample-netns --flows-per-sample, --cpu-budget), so a flow's queue was not seen then. "
+                "Runs of contract 11 or older: every sample (1)",
                 (pa.Check.isin([0, 1]),),
             ),
         ),

@@ -87,9 +87,11 @@ class Side:
 
 
 def _sample_times(run: RunLike) -> dict[int, np.ndarray]:
-    """Each namespace's sample times (counters.csv), sorted, each once."""
-    c = run.table("counters")
-    return {int(ns): np.unique(t.to_numpy(dtype=float)) for ns, t in c.groupby("netns")["time_s"]}
+    """Each namespace's samples that listed the flows (sockstat.csv flows_listed), sorted: a sample
+    over the sampler's budget did not see a flow's queue, so it is no reading of it."""
+    st = run.table("sockstat")
+    st = st[(st["flows_listed"] == 1).to_numpy(dtype=bool)]
+    return {int(ns): np.unique(t.to_numpy(dtype=float)) for ns, t in st.groupby("netns")["time_s"]}
 
 
 def first_sample(run: RunLike, netns: int, times: dict[int, np.ndarray] | None = None) -> tuple[float, float] | None:

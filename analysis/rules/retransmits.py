@@ -39,7 +39,7 @@ KIND = "retransmit_storm"
 # aq_listener: retransmits toward (or from) a listener whose accept queue was
 # full are that overflow, not the path.
 # sock_buffers: the flows' own D-SACK counts, re-sent segments that were not lost.
-INPUTS = ("rt_endpoint", "rt_flow", "aq_listener", "counters", "connects", "sock_buffers")
+INPUTS = ("rt_endpoint", "rt_flow", "aq_listener", "counters", "connects", "sock_buffers", "sockstat")
 
 # A storm: at least this share of the data segments the endpoint's own flows sent
 # re-sent (runs of contract 2, without per-flow data: of the namespace's sent

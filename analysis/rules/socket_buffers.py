@@ -26,7 +26,7 @@ from ..findings import Finding, Link, Status
 from .base import Rule, RunView
 
 KIND = "socket_buffer_limit"
-INPUTS = ("sb_flow", "sock_buffers", "counters", "sysctls")
+INPUTS = ("sb_flow", "sock_buffers", "sockstat", "counters", "sysctls")
 
 # A sender is judged when it had data to send this long over the capture...
 MIN_BUSY_MS = 1000

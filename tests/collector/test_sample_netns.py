@@ -417,6 +417,7 @@ def test_many_time_wait_sockets_are_listed_every_kth_sample(tmp_path: Path) -> N
             assert sum(int(r["count"]) for r in tw if r["time_s"] == t) == 60
         sockstat, tw = _sockstat_and_tw(tmp_path, name)  # the default: 2048 a sample
         assert [r["tw_listed"] for r in sockstat] == ["1"] * 8
+        assert [r["flows_listed"] for r in sockstat] == ["1"] * 8
         assert {r["time_s"] for r in tw} == {r["time_s"] for r in sockstat}
 
 
@@ -430,6 +431,7 @@ def test_over_its_cpu_budget_a_sample_skips_the_listings_that_grow_with_sockets(
         stderr = _sockstat_and_tw.stderr  # type: ignore[attr-defined]
         assert [int(r["tcp_tw"]) for r in sockstat] == [60] * 8
         assert [r["tw_listed"] for r in sockstat] == ["1"] + ["0"] * 7
+        assert [r["flows_listed"] for r in sockstat] == ["1"] + ["0"] * 7
         assert {r["time_s"] for r in tw} == {sockstat[0]["time_s"]}
         # 7 samples, each without its TIME_WAIT and its flows' listing (the namespace has no flow).
         assert "CPU budget (0.01 % of a CPU) left out 14 listings of flows or TIME_WAIT over 8 samples" in stderr

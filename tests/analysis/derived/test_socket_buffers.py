@@ -51,3 +51,40 @@ def test_a_table_of_many_flows_in_any_row_order_gives_the_same_sockets() -> None
             return t.sample(frac=1.0, random_state=7) if table == "sock_buffers" else t
 
     assert sbd.sides(Shuffled(), probe=False) == want  # type: ignore[arg-type]
+
+
+def test_a_listing_the_sampler_left_out_is_no_reading_of_a_queue() -> None:
+    """The slow-reader capture as a sampler over its CPU budget would have written it: every other
+    listing after the first left out (its rows gone, sockstat.csv flows_listed 0). The reader's
+    queue, listed at every listing it was in, keeps its mean: the left-out samples are not read as
+    an empty queue. Counted over every sample instead, the mean would fall by a third or more."""
+    r = run("socket-buffers-slow-reader")
+    full = sbd.sides(r, probe=False)
+    reader = max(full.values(), key=lambda s: s.recv_q_mean)
+    st, sb = r.table("sockstat").copy(), r.table("sock_buffers")
+    mine = (st["netns"] == reader.netns).to_numpy(dtype=bool)
+    samples = st.loc[mine, "time_s"].sort_values().to_numpy(dtype=float)
+    left_out = set(samples[1::2])
+    st.loc[mine & st["time_s"].isin(left_out).to_numpy(dtype=bool), "flows_listed"] = 0
+    # A listing's rows are stamped when ss ran, after its sample's time and before the next one's.
+    sample_of = samples[samples.searchsorted(sb["time_s"].to_numpy(dtype=float), "right") - 1]
+    kept = ~((sb["netns"] == reader.netns).to_numpy(dtype=bool) & pd.Series(sample_of).isin(left_out).to_numpy())
+    assert 0 < kept.sum() < len(sb)
+
+    class Rationed:
+        def __getattr__(self, attr: str):
+            return getattr(r, attr)
+
+        def table(self, table: str) -> pd.DataFrame:
+            if table == "sockstat":
+                return st if self.marked else r.table("sockstat")
+            return sb[kept] if table == "sock_buffers" else r.table(table)
+
+    rationed = Rationed()
+    rationed.marked = True  # type: ignore[attr-defined]
+    got = sbd.sides(rationed, probe=False)[reader.key]  # type: ignore[arg-type]
+    assert got.rows < reader.rows
+    assert got.recv_q_mean == pytest.approx(reader.recv_q_mean, rel=0.1)
+    rationed.marked = False  # type: ignore[attr-defined]
+    unmarked = sbd.sides(rationed, probe=False)[reader.key]  # type: ignore[arg-type]
+    assert unmarked.recv_q_mean < 0.67 * reader.recv_q_mean, (unmarked.recv_q_mean, got.recv_q_mean, reader.recv_q_mean)

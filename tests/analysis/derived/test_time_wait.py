@@ -155,6 +155,7 @@ def test_samples_that_did_not_list_time_wait_are_not_zero(tmp_path: Path) -> Non
     samples = sorted(ss.loc[ss["netns"] == cli, "time_s"].unique())
     unlisted = set(samples[1::2])
     ss["tw_listed"] = (~((ss["netns"] == cli) & ss["time_s"].isin(unlisted))).astype(int)
+    ss["flows_listed"] = 1
     ss.to_csv(copy / "sockstat.csv", index=False)
     t = raw(C3, "tw_sockets", keep_default_na=False)
     t = t[~((t["netns"] == cli) & t["time_s"].isin(unlisted))]
