@@ -42,7 +42,7 @@ lab_describe() {
 socket-buffers variants (environment overrides in brackets); one flow for ${LOAD_SECONDS:-6}s [LOAD_SECONDS]
 over a ${PATH_RATE:-20mbit} [PATH_RATE] path with ${DELAY:-20ms} [DELAY] each way and a ${QUEUE:-200}-frame queue [QUEUE]
 (netem where the kernel has it, else build/bin/delayline [PATH_DELAY=netem|delayline]), congestion
-control ${CC:-cubic} in both namespaces whatever the host's default [CC]:
+control ${CC:-cubic} on both ends' sockets whatever the host's default [CC]:
   slow-reader   the reader takes 4096 bytes [READ_SIZE] every 100ms [READ_EVERY_SLOW]
   small-sndbuf  the writer's SO_SNDBUF 8192 [SNDBUF]
   small-rcvbuf  the reader's SO_RCVBUF 8192 [RCVBUF]
@@ -105,15 +105,8 @@ lower_tcp_mem() {
 # else delayline between them, off the bridge (PATH_DELAY forces one).
 PATH_TOOL="" DELAYLINE_PID=""
 lab_setup_netns() {
-	local want=${PATH_DELAY:-auto} port ns
+	local want=${PATH_DELAY:-auto} port
 	[[ $variant != memory-pressure ]] || lower_tcp_mem
-	# The lab's congestion control, not the host's default: under bbr (this project's CI machine)
-	# pacing leaves bytes unsent in a flow its send buffer holds back, and small-sndbuf's verdict
-	# came out absent in 1 run of 4 (docs/labs.md).
-	for ns in "$CLI_NS" "$SRV_NS"; do
-		ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$CC" ||
-			die "cannot set net.ipv4.tcp_congestion_control=$CC (net.ipv4.tcp_available_congestion_control: $(sysctl -n net.ipv4.tcp_available_congestion_control))"
-	done
 	if [[ $want != delayline ]] &&
 		in_netns "pid:$PATH_NS_PID" tc qdisc add dev pa root netem delay "$DELAY" rate "$PATH_RATE" limit "$QUEUE" 2>/dev/null; then
 		in_netns "pid:$PATH_NS_PID" tc qdisc add dev pb root netem delay "$DELAY" rate "$PATH_RATE" limit "$QUEUE" ||
@@ -168,10 +161,14 @@ netstat_snapshot() {
 }
 
 LOAD_START="" LOAD_END=""
+# The lab's congestion control, not the host's default, on both ends' sockets (TCP_CONGESTION:
+# root may set one the namespace's sysctl may not, where net.ipv4.tcp_allowed_congestion_control
+# leaves it out): under bbr (this project's CI machine) pacing leaves bytes unsent in a flow its
+# send buffer holds back, and small-sndbuf's verdict came out absent in 1 run of 4 (docs/labs.md).
 lab_run() {
 	local run=$1 work=$2 sink source sampler
 	mkdir -p "$run/lab"
-	TQ_SERVER_FLAGS="-io-size $READ_SIZE -read-every $READ_EVERY -rcvbuf $RCVBUF" ip netns exec "$SRV_NS" \
+	TQ_SERVER_FLAGS="-io-size $READ_SIZE -read-every $READ_EVERY -rcvbuf $RCVBUF -cc $CC" ip netns exec "$SRV_NS" \
 		"$PACK_ROOT/build/bin/bufflow" -role sink -listen "$(host_port "$SRV_IP" "$LAB_PORT")" \
 		-duration "${LAB_MAX_SECONDS}s" -ready-file "$work/sink.ready" -stats "$work/sink.json" 2>"$work/sink.err" &
 	sink=$!
@@ -183,7 +180,7 @@ lab_run() {
 	cleanup_push "kill_tree $sampler KILL"
 	nap 1	# one probe interval of baseline
 	LOAD_START=${EPOCHREALTIME/,/.}
-	TQ_SERVER_FLAGS="-sndbuf $SNDBUF" ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/bufflow" -role source \
+	TQ_SERVER_FLAGS="-sndbuf $SNDBUF -cc $CC" ip netns exec "$CLI_NS" "$PACK_ROOT/build/bin/bufflow" -role source \
 		-target "$(host_port "$SRV_IP" "$LAB_PORT")" -duration "${LOAD_SECONDS}s" -stats "$work/source.json" \
 		2>"$work/source.err" &
 	source=$!
