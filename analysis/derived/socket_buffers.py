@@ -185,13 +185,10 @@ def sides(run: RunLike, probe: bool = True) -> dict[tuple[int, str, int, str, in
     out: dict[tuple[int, str, int, str, int], Side] = {}
     if not sb.empty:
         times = _sample_times(run)
-        firsts: dict[int, tuple[float, float] | None] = {}
         flows = _Flows(sb)
         for key, a, b in zip(flows.keys, flows.starts, flows.ends, strict=True):
             ns = int(key[0])
-            if ns not in firsts:
-                firsts[ns] = first_sample(run, ns, times)
-            s = _side(key, {c: v[a:b] for c, v in flows.cols.items()}, firsts[ns], times.get(ns))
+            s = _side(key, {c: v[a:b] for c, v in flows.cols.items()}, first_sample(run, ns, times), times.get(ns))
             out[s.key] = s
     for key, counted in (probe_totals(run) if probe else {}).items():
         if key in out:
