@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import models
@@ -368,12 +369,12 @@ def probe_gaps(rows: pd.DataFrame, ticks: pd.Series, interval: int) -> list[tupl
     rows = rows.sort_values("time_s")
     times = rows["time_s"].to_numpy(dtype=float)
     depth = rows["depth_now"].to_numpy(dtype=float)
-    full = ((rows["full_events"] > 0) | (rows["depth_now"] > rows["limit"])).to_numpy()
+    full = rows.index.isin(full_intervals(rows).index)
     if len(times) < 2 or not full.any():
         return []
     first, last = int(full.argmax()), int(len(full) - 1 - full[::-1].argmax())
-    after = [i for i in range(last + 1, len(times)) if depth[i] < float(rows["limit"].iloc[i])]
-    end = after[0] if after else len(times) - 1
+    below = np.flatnonzero(depth[last + 1 :] < rows["limit"].to_numpy(dtype=float)[last + 1 :])
+    end = last + 1 + int(below[0]) if len(below) else len(times) - 1
     seen = ticks.drop_duplicates().sort_values().to_numpy(dtype=float)
     gaps = []
     for i in range(max(first, 1), end + 1):

@@ -38,7 +38,8 @@ from .base import Rule, RunView
 KIND = "retransmit_storm"
 # aq_listener: retransmits toward (or from) a listener whose accept queue was
 # full are that overflow, not the path.
-# sock_buffers: the flows' own D-SACK counts, re-sent segments that were not lost.
+# sock_buffers: the flows' own D-SACK counts, re-sent segments that were not lost; sockstat:
+# which samples listed those flows.
 INPUTS = ("rt_endpoint", "rt_flow", "aq_listener", "counters", "connects", "sock_buffers", "sockstat")
 
 # A storm: at least this share of the data segments the endpoint's own flows sent
