@@ -386,12 +386,16 @@ def probe_gaps(rows: pd.DataFrame, ticks: pd.Series, interval: int) -> list[tupl
 
 def interval_shape(rows: pd.DataFrame, emptied: pd.Series | None = None) -> dict[str, Any]:
     """What a listener's intervals (sorted by time) looked like at their ends, for the rule's
-    cause class: intervals stalled (nearly full, nothing accepted) and full at the end; the
+    cause class: intervals stalled (nearly full at the end, nothing accepted), those of them that
+    started nearly full too (a whole interval of a waiting queue and no accept), and full at the end; the
     longest run of consecutive intervals that overflowed or ended nearly full while accepts went
     on; the overflowing intervals, the share of them that still held a queue at the end, and how
     many of them found the queue empty (emptied: found_empty; None when it cannot be told)."""
     nearly_full_at_end = rows["depth_now"] >= rows["limit"]
     stalled = nearly_full_at_end & (rows["accepted"] == 0)
+    # A burst that lands just before a print, after an idle interval, ends one interval full with no
+    # accept yet; only a server not accepting keeps a queue waiting from an interval's start to its end.
+    stalled_from_full = stalled & nearly_full_at_end.shift(1, fill_value=False)
     # "A queue" means at least half the limit: the print lands at some phase of
     # the bursts (and of their SYN retries), so a burst still draining can
     # leave a few. Measured at interval ends with limit 16: sizing runs 0-11
@@ -407,6 +411,7 @@ def interval_shape(rows: pd.DataFrame, emptied: pd.Series | None = None) -> dict
     left_share = float((backlog_left & overflowing).sum()) / max(1, int(overflowing.sum()))
     return {
         "intervals_stalled": int(stalled.sum()),
+        "intervals_stalled_from_full": int(stalled_from_full.sum()),
         "intervals_full_at_end": int((rows["depth_now"] > rows["limit"]).sum()),
         "longest_full_run_with_accepts": int(runs.value_counts().max()) if len(runs) else 0,
         "overflowing_intervals": int(overflowing.sum()),

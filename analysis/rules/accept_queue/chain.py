@@ -235,7 +235,7 @@ def classify(rows: pd.DataFrame, emptied: pd.Series | None = None) -> tuple[str,
     interval_shape). emptied: the intervals in which the application found the queue empty
     (derived found_empty), or None."""
     ev = interval_shape(rows, emptied)
-    if ev["intervals_stalled"]:
+    if ev["intervals_stalled_from_full"]:
         return "stall", ev
     # Overload keeps a queue at (nearly) every overflowing interval's end; bursts
     # leave one only when a print happens to land while one drains. Two ends in a

@@ -110,6 +110,26 @@ def test_queue_full_across_intervals_while_accepting_is_capacity() -> None:
     assert cls == "capacity" and ev["intervals_stalled"] == 0
 
 
+def test_a_burst_landing_just_before_a_print_is_no_stall() -> None:
+    # The sizing capture with one burst moved to the last moments of an interval that began
+    # empty: it ends full with nothing accepted yet (a training run's busy-host listener printed
+    # that once, 2026-11-29, and was called a stall), and the next interval accepts it all.
+    run = Run.open(fixture_run("accept-overflow-sizing"))
+    rows = run.table("aq_listener").sort_values("time_s").reset_index(drop=True)
+    i = int(rows.index[rows["time_s"] == 1795407926][0])
+    assert rows.loc[i - 1, "depth_now"] == 0
+    moved = int(rows.loc[i, "enqueues"]) - 17
+    rows.loc[i, ["enqueues", "depth_max", "full_events", "depth_now", "accepted"]] = [17, 17, 1, 17, 0]
+    rows.loc[i + 1, "enqueues"] += moved
+    rows.loc[i + 1, "accepted"] = 17 + int(rows.loc[i + 1, "enqueues"]) - int(rows.loc[i + 1, "depth_now"])
+    cls, ev = classify(rows)
+    assert (ev["intervals_stalled"], ev["intervals_stalled_from_full"]) == (1, 0)
+    assert cls == "sizing"
+    # The same interval after one that also ended full with nothing taken is a stall.
+    rows.loc[i - 1, ["depth_now", "accepted"]] = [17, 0]
+    assert classify(rows)[0] == "stall"
+
+
 def test_report_writes_verdicts_markdown_and_pngs(copy_fixture) -> None:
     run_dir = copy_fixture("accept-overflow-stall")
     report, _ = write_report(run_dir)
