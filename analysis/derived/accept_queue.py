@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import models
 from . import RunLike
-from .counters import per_sample
+from .counters import per_sample, total_delta
 from .listener_sockets import SOCKET_COLUMNS, SocketKey
 
 # One listening socket (sock_ino 0: not known, a run of contract 9 or older).
@@ -356,6 +356,23 @@ def found_empty(run: RunLike, key: SocketKey, rows: pd.DataFrame) -> pd.Series |
             return None
     eagain = acc.groupby("time_s")["eagain"].sum()
     return (rows["time_s"].map(eagain).fillna(0) > 0).set_axis(rows.index)
+
+
+def probe_coverage(run: RunLike, netns: int, interval: int) -> dict[str, int] | None:
+    """The connections the namespace's listeners completed (its PassiveOpens over the probe's
+    intervals there) beside the enqueues the probe counted on all of them. A probe counts only what
+    its tracepoints deliver, and nothing says when they deliver nothing (docs/probes.md); the
+    kernel's own count shows it. None when the probe printed no listener of the namespace."""
+    rows = run.table("aq_listener")
+    rows = rows[rows["netns"] == netns]
+    if rows.empty:
+        return None
+    # A row counts the interval before it; a counter sample lands up to an interval after.
+    t0, t1 = float(rows["time_s"].min()) - interval, float(rows["time_s"].max()) + interval + 0.5
+    return {
+        "passive_opens": total_delta(run, netns, "PassiveOpens", t0, t1),
+        "probe_queued": int(rows["enqueues"].sum()),
+    }
 
 
 def probe_gaps(rows: pd.DataFrame, ticks: pd.Series, interval: int) -> list[tuple[float, float]]:

@@ -71,6 +71,10 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         ".",
         Opt(" {reqq_note}"),
         Opt(" {share_text}"),
+        Opt(
+            " PassiveOpens rose by {passive_opens} over the probe's intervals there, and the probe counted "
+            "{probe_queued} connections queued on the namespace's listeners."
+        ),
     ),
     ("counter", "no_overflows"): ("Kernel counter: ListenOverflows did not move.",),
     ("counter", "listener_drops"): (

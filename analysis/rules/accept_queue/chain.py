@@ -14,6 +14,7 @@ from ...derived.accept_queue import (
     AcceptRates,
     interval_shape,
     listener_symptoms,
+    probe_coverage,
     probe_gaps,
     requested_backlog,
     samples_near,
@@ -197,6 +198,7 @@ def counter_evidence(run: RunView, li: Listener, window: dict[str, float]) -> di
         "reqq_full_cookies": total_delta(run, netns, "TCPReqQFullDoCookies") if counted else None,
         "listener_drops": li.ns.own_drops(li.key),
         **(_share_evidence(li.ns, li.key, li.interval) if counted and li.key in li.ns.full_times else {}),
+        **((probe_coverage(run, netns, li.interval) or {}) if counted else {}),
     }
 
 

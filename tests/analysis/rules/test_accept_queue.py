@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 
+from analysis.derived.counters import total_delta
 from analysis.findings import CHAIN_ORDER
 from analysis.load import Run
 from analysis.render.report import write_report
@@ -108,6 +109,25 @@ def test_queue_full_across_intervals_while_accepting_is_capacity() -> None:
     assert int(full_end.sum()) >= 2
     cls, ev = classify(rows.sort_values("time_s"))
     assert cls == "capacity" and ev["intervals_stalled"] == 0
+
+
+def test_the_counter_link_puts_the_kernels_opens_beside_what_the_probe_counted() -> None:
+    # A probe counts only what its tracepoints deliver (docs/probes.md): with one burst's 17
+    # enqueues taken away, as a side-by-side run lost them, the kernel's count says so.
+    run = Run.open(fixture_run("accept-overflow-sizing"))
+    (f,) = _findings(run)
+    ev = f.link("counter").evidence
+    netns, _ = _lab_listener(run)
+    assert ev["passive_opens"] == total_delta(run, netns, "PassiveOpens") > 0
+    assert ev["probe_queued"] == int(run.table("aq_listener")["enqueues"].sum())
+    rows = run.table("aq_listener").copy()
+    rows.loc[rows.index[1], "enqueues"] -= 17
+    run._cache["aq_listener"] = rows
+    (f,) = _findings(run)
+    short = f.link("counter").evidence
+    assert (short["passive_opens"], short["probe_queued"]) == (ev["passive_opens"], ev["probe_queued"] - 17)
+    text = describe(f.kind, f.link("counter"))
+    assert f"PassiveOpens rose by {ev['passive_opens']}" in text and f"counted {ev['probe_queued'] - 17}" in text
 
 
 def test_a_burst_landing_just_before_a_print_is_no_stall() -> None:
