@@ -32,25 +32,29 @@ function split_ep(ep, parts,   p) {
 # --- counters.csv ---
 # TcpExt and Tcp counters -> counters.csv rows. targets: "NETNS:DIR ..." (DIR holds
 # netstat and snmp, header/value line pairs: "TcpExt: A B ..." then "TcpExt: 1 2 ...");
-# prevf (optional) holds the last values: every counter when it is empty, then only
-# those that changed, with their delta. A DIR that cannot be read is skipped.
-function counter_pairs(f, ns, t, out,   l, g, n, names, vals, i, k, v, hdr) {
-	while ((getline l < f) > 0) {
-		split(l, vals, " ")
-		if (vals[1] != "TcpExt:" && vals[1] != "Tcp:") continue
-		g = substr(vals[1], 1, length(vals[1]) - 1)
-		if (!(g in hdr)) { hdr[g] = l; continue }
-		n = split(hdr[g], names, " ")
-		for (i = 2; i <= n; i++) {
-			k = g "." names[i]; v = vals[i]; c_cur[k] = v
-			if (!c_have) put(t "," ns "," g "," names[i] "," v ",", out)
-			else if (v != c_old[k]) put(t "," ns "," g "," names[i] "," v "," sprintf("%.0f", v - c_old[k]), out)
-		}
-		delete hdr[g]
+# counter_lines (job=sample, one target): those lines themselves, read by the sampler at
+# the sample's time, instead of DIR's files. prevf (optional) holds the last values: every
+# counter when it is empty, then only those that changed, with their delta. A DIR that
+# cannot be read is skipped.
+function counter_line(l, ns, t, out,   g, n, names, vals, i, k, v) {
+	split(l, vals, " ")
+	if (vals[1] != "TcpExt:" && vals[1] != "Tcp:") return
+	g = substr(vals[1], 1, length(vals[1]) - 1)
+	if (!(g in c_hdr)) { c_hdr[g] = l; return }
+	n = split(c_hdr[g], names, " ")
+	for (i = 2; i <= n; i++) {
+		k = g "." names[i]; v = vals[i]; c_cur[k] = v
+		if (!c_have) put(t "," ns "," g "," names[i] "," v ",", out)
+		else if (v != c_old[k]) put(t "," ns "," g "," names[i] "," v "," sprintf("%.0f", v - c_old[k]), out)
 	}
+	delete c_hdr[g]
+}
+function counter_pairs(f, ns, t, out,   l) {
+	split("", c_hdr)
+	while ((getline l < f) > 0) counter_line(l, ns, t, out)
 	done_with(f)
 }
-function counters(targets, prevf, t, out,   l, a, n, tg, j, c, ns, dir, k) {
+function counters(targets, prevf, t, out,   l, a, n, tg, j, c, ns, dir, k, lines) {
 	split("", c_old); split("", c_cur); c_have = 0
 	if (prevf != "") {
 		while ((getline l < prevf) > 0) { split(l, a, " "); c_old[a[1]] = a[2]; c_have = 1 }
@@ -59,6 +63,12 @@ function counters(targets, prevf, t, out,   l, a, n, tg, j, c, ns, dir, k) {
 	n = split(targets, tg, " ")
 	for (j = 1; j <= n; j++) {
 		c = index(tg[j], ":"); ns = substr(tg[j], 1, c - 1); dir = substr(tg[j], c + 1)
+		if (counter_lines != "") {
+			split("", c_hdr)
+			c = split(counter_lines, lines, "\n")
+			for (k = 1; k <= c; k++) counter_line(lines[k], ns, t, out)
+			continue
+		}
 		counter_pairs(dir "/netstat", ns, t, out); counter_pairs(dir "/snmp", ns, t, out)
 	}
 	if (prevf != "") {
