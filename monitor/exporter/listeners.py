@@ -41,9 +41,10 @@ class ListenerScan:
         if not pids:
             return []
         cache = ["--owners-cache", str(self.owners_cache)] if self.owners_cache else []
-        r = subprocess.run(
-            [str(self.sampler), "--listeners-of", *cache, *pids], capture_output=True, text=True, check=False
-        )
+        # A comm may hold any byte but NUL (ss -p prints it raw): bytes that are no UTF-8 are kept
+        # as \xNN escapes, as the threads' scan does, not a reason to stop.
+        r = subprocess.run([str(self.sampler), "--listeners-of", *cache, *pids],
+                           capture_output=True, text=True, errors="backslashreplace", check=False)  # fmt: skip
         return list(csv.DictReader(io.StringIO(r.stdout)))
 
     def scan(self, fam: Family, ns: Namespaces, inos: list[int], now: float) -> None:

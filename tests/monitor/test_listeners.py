@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -137,3 +139,37 @@ def test_owners_are_kept_between_scans_per_namespace_and_go_with_the_scan(listen
     assert scan.holders[key] == os.getpid()
     scan.close()
     assert not cache.exists()
+
+
+# A listener whose process names itself with bytes that are no UTF-8 (the kernel lets a comm hold
+# any byte but NUL, and ss -p prints it raw): it listens, renames itself, prints its port.
+ODD_COMM_LISTENER = """
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+with open("/proc/self/comm", "wb") as f:
+    f.write(b"\\xffodd,\\xfe")
+print(s.getsockname()[1], flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_listener_whose_owner_has_a_comm_that_is_no_utf8_is_scanned() -> None:
+    """A process on the host with such a name held a listener while the exporter scanned (a
+    CI host, beside the tests): the scan stopped the exporter with a UnicodeDecodeError. Its
+    listener is scanned as any other, its owner named by pid."""
+    p = subprocess.Popen([sys.executable, "-c", ODD_COMM_LISTENER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        port = p.stdout.readline().decode().strip()
+        ns = Namespaces(SAMPLER)
+        ns.scan(time.monotonic())
+        scan, fam = ListenerScan(SAMPLER), Family("listener", top_n=50, ttl=600)
+        scan.scan(fam, ns, [ns.host], 1.0)
+        assert [k for k in fam.objs if k[1:3] == ("127.0.0.1", port)]
+        assert p.pid in scan.owners
+    finally:
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait(timeout=10)
