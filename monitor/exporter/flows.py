@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-import subprocess
 from pathlib import Path
 
 from .objects import Family, Key
 from .sample import Namespaces
+from .sampler import ask
 
 CLOCKS = {
     "busy_ms": "flow_busy_seconds_total",
@@ -44,9 +44,8 @@ class FlowScan:
         if not pids:
             return []
         self.state.mkdir(parents=True, exist_ok=True)
-        cmd = [str(self.sampler), "--buffers-of", "--state", str(self.state), *pids]
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        return list(csv.DictReader(io.StringIO(r.stdout)))
+        out = ask(self.sampler, "--buffers-of", "--state", str(self.state), *pids)
+        return list(csv.DictReader(io.StringIO(out)))
 
     def scan(self, fam: Family, ns: Namespaces, inos: list[int], now: float) -> None:
         seen: set[Key] = set()

@@ -12,11 +12,11 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-import subprocess
 from pathlib import Path
 
 from .objects import Family, Key
 from .sample import Namespaces
+from .sampler import ask
 
 
 class ListenerScan:
@@ -41,11 +41,7 @@ class ListenerScan:
         if not pids:
             return []
         cache = ["--owners-cache", str(self.owners_cache)] if self.owners_cache else []
-        # A comm may hold any byte but NUL (ss -p prints it raw): bytes that are no UTF-8 are kept
-        # as \xNN escapes, as the threads' scan does, not a reason to stop.
-        r = subprocess.run([str(self.sampler), "--listeners-of", *cache, *pids],
-                           capture_output=True, text=True, errors="backslashreplace", check=False)  # fmt: skip
-        return list(csv.DictReader(io.StringIO(r.stdout)))
+        return list(csv.DictReader(io.StringIO(ask(self.sampler, "--listeners-of", *cache, *pids))))
 
     def scan(self, fam: Family, ns: Namespaces, inos: list[int], now: float) -> None:
         seen: set[Key] = set()

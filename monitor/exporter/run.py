@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import textfile
+from . import sampler, textfile
 from .flows import FlowScan
 from .health import Health
 from .listeners import ListenerScan
@@ -125,6 +125,7 @@ def serve(ex: Exporter) -> int:
         ex.sup.close()
         ex.listeners.close()
         ex.flows.close()
+        sampler.close_all()
         if not ex.args.keep_files:
             textfile.remove(ex.out)
         (ex.state / "ready").unlink(missing_ok=True)

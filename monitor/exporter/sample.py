@@ -15,6 +15,7 @@ from analysis.kernel import ipv4_form
 
 from .metrics import NETNS_COUNTERS
 from .objects import Family, Put
+from .sampler import ask
 
 
 def _netns_inode(pid: str | int) -> int | None:
@@ -70,9 +71,8 @@ class Namespaces:
         pids = [str(self.pid[i]) for i in inos if i in self.pid]
         if not pids:
             return {}
-        r = subprocess.run([str(self.sampler), "--counters-of", *pids], capture_output=True, text=True, check=False)
         out: dict[int, dict[str, int]] = {}
-        for row in csv.DictReader(io.StringIO(r.stdout)):
+        for row in csv.DictReader(io.StringIO(ask(self.sampler, "--counters-of", *pids))):
             metric = NETNS_COUNTERS.get((row["group"], row["counter"]))
             if metric and row["netns"].isdigit() and row["value"].isdigit():
                 out.setdefault(int(row["netns"]), {})[metric] = int(row["value"])

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
 from pathlib import Path
 
 from .objects import Family
+from .sampler import ask
 
 _NS = 1e9
 
@@ -49,9 +49,8 @@ class ThreadScan:
     def rows(self, pids: set[int]) -> list[dict[str, str]]:
         if not pids:
             return []
-        cmd = [str(self.sampler), "--threads-of", *(str(p) for p in sorted(pids))]
-        r = subprocess.run(cmd, capture_output=True, text=True, errors="backslashreplace", check=False)
-        return list(csv.DictReader(io.StringIO(r.stdout)))
+        out = ask(self.sampler, "--threads-of", *(str(p) for p in sorted(pids)))
+        return list(csv.DictReader(io.StringIO(out)))
 
     def scan(self, fam: Family, pids: set[int], now: float) -> None:
         seen: set[tuple[int, int]] = set()
