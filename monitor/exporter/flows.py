@@ -40,7 +40,7 @@ class FlowScan:
         self.scanned: set[str] = set()  # namespaces scanned before
 
     def rows(self, ns: Namespaces, inos: list[int]) -> list[dict[str, str]]:
-        pids = [str(ns.pid[i]) for i in inos if i in ns.pid]
+        pids = ns.pid_args(inos)
         if not pids:
             return []
         self.state.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ class ListenerScan:
         self.holders: dict[Key, int] = {}  # listener -> the pid ss -p names first, at the last scan
 
     def rows(self, ns: Namespaces, inos: list[int]) -> list[dict[str, str]]:
-        pids = [str(ns.pid[i]) for i in inos if i in ns.pid]
+        pids = ns.pid_args(inos)
         if not pids:
             return []
         cache = ["--owners-cache", str(self.owners_cache)] if self.owners_cache else []

@@ -18,7 +18,7 @@ from .objects import Family, Put
 from .sampler import ask
 
 
-def _netns_inode(pid: str | int) -> int | None:
+def netns_inode(pid: str | int) -> int | None:
     try:
         return os.stat(f"/proc/{pid}/ns/net").st_ino
     except OSError:
@@ -29,7 +29,7 @@ def _one_pid_each() -> dict[int, int]:
     pids: dict[int, int] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
-            ino = _netns_inode(d)
+            ino = netns_inode(d)
             if ino is not None and ino not in pids:
                 pids[ino] = int(d)
     return pids
@@ -53,7 +53,7 @@ class Namespaces:
         self.names: dict[int, str] = {}
         self.port_range: dict[int, tuple[int, int]] = {}
         self.scanned = 0.0
-        self.host = _netns_inode("self") or 0  # the namespace the exporter runs in (pid 1 may be out of reach)
+        self.host = netns_inode("self") or 0  # the namespace the exporter runs in (pid 1 may be out of reach)
 
     def scan(self, now: float, every: float = 30.0) -> None:
         if now - self.scanned < every and all(os.path.exists(f"/proc/{p}") for p in self.pid.values()):
@@ -68,7 +68,7 @@ class Namespaces:
     def counters(self, inos: list[int]) -> dict[int, dict[str, int]]:
         """Per namespace: the kernel counters NETNS_COUNTERS names, by metric, from one run of
         collector/sample-netns --counters-of PID... (counters.csv rows)."""
-        pids = [str(self.pid[i]) for i in inos if i in self.pid]
+        pids = self.pid_args(inos)
         if not pids:
             return {}
         out: dict[int, dict[str, int]] = {}
@@ -77,6 +77,11 @@ class Namespaces:
             if metric and row["netns"].isdigit() and row["value"].isdigit():
                 out.setdefault(int(row["netns"]), {})[metric] = int(row["value"])
         return out
+
+    def pid_args(self, inos: list[int]) -> list[str]:
+        """PID:INODE of each namespace with a process: sample-netns takes the inode as given
+        instead of starting a stat for it."""
+        return [f"{self.pid[i]}:{i}" for i in inos if i in self.pid]
 
     def ports(self, ino: int) -> tuple[int, int] | None:
         """net.ipv4.ip_local_port_range of the namespace (read once: nsenter)."""

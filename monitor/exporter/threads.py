@@ -16,6 +16,7 @@ import io
 from pathlib import Path
 
 from .objects import Family
+from .sample import netns_inode
 from .sampler import ask
 
 _NS = 1e9
@@ -49,7 +50,11 @@ class ThreadScan:
     def rows(self, pids: set[int]) -> list[dict[str, str]]:
         if not pids:
             return []
-        out = ask(self.sampler, "--threads-of", *(str(p) for p in sorted(pids)))
+        # PID:INODE (os.stat, no process) spares sample-netns a stat process; a PID gone is left out.
+        args = [f"{p}:{ino}" for p in sorted(pids) if (ino := netns_inode(p)) is not None]
+        if not args:
+            return []
+        out = ask(self.sampler, "--threads-of", *args)
         return list(csv.DictReader(io.StringIO(out)))
 
     def scan(self, fam: Family, pids: set[int], now: float) -> None:
