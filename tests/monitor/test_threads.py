@@ -75,5 +75,10 @@ def test_a_thread_that_exited_is_forgotten() -> None:
     scan, fam = ThreadScan(ROOT / "collector" / "sample-netns"), Family("loop", top_n=100, ttl=600)
     scan.scan(fam, {os.getpid()}, 1.0)
     t.join()
+    # join() returns before the kernel has released the task: /proc lists it until then, and
+    # the sampler (one process kept running, quick to answer) reads what /proc lists.
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/self/task/{tids[0]}") and time.monotonic() < deadline:
+        time.sleep(0.01)
     scan.scan(fam, {os.getpid()}, 2.0)
     assert (os.getpid(), tids[0]) not in scan.last
