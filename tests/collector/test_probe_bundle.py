@@ -58,6 +58,36 @@ def test_one_begin_one_end_and_every_other_block_copied() -> None:
         assert f'printf("=== %s fresh {f}\\n"' in text
 
 
+def test_blocks_on_one_tracepoint_become_one_program() -> None:
+    """The accept queue's LISTEN -> CLOSE block and TIME_WAIT's block on inet_sock_set_state: one
+    program (the kernel runs each attached program at every hit), each body under its file's
+    name, a predicate as an if around its body, each body's $variables its own."""
+    text = _bundle("accept_queue.raw.bt", "time_wait.raw.bt", "socket_buffers.raw.bt")
+    assert len(re.findall(r"^rawtracepoint:inet_sock_set_state$", text, re.M)) == 1
+    merged = text.split("\nrawtracepoint:inet_sock_set_state\n{\n", 1)[1].split("\n}\n\n", 1)[0]
+    assert merged.startswith("// accept_queue.raw.bt\nif ( arg1 == 10 ) {\n"), merged[:200]
+    assert "\n// time_wait.raw.bt\n" in merged
+    assert "$b1_slot = @aq_slot[" in merged and "$b2_sk = (struct sock *)arg0;" in merged
+    assert not re.search(r"\$(?!b[12]_)[A-Za-z_]", merged), "a $variable left without its prefix"
+    # Blocks on tracepoints no other file shares stay as they were.
+    assert "\n// socket_buffers.raw.bt\nrawtracepoint:sock_send_length\n{\n\t$sk = " in text
+
+
+def test_a_block_that_returns_stays_a_program_of_its_own(tmp_path: Path) -> None:
+    """return (or exit) ends the program: merged, it would skip the blocks after it."""
+    first, second = tmp_path / "first.bt", tmp_path / "second.bt"
+    first.write_text("tracepoint:sock:inet_sock_set_state\n{\n\tif (args->newstate == 7) {\n\t\treturn;\n\t}\n"
+                     "\t@a = count();\n}\n")  # fmt: skip
+    second.write_text("tracepoint:sock:inet_sock_set_state\n/args->protocol == 6/\n{\n\t$n = 1;\n\t@b = count();\n}\n")
+    third = tmp_path / "third.bt"
+    third.write_text("tracepoint:sock:inet_sock_set_state\n{\n\t$n = 2;\n\t@c = count();\n}\n")
+    text = subprocess.run([str(BUNDLE), str(first), str(second), str(third)], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    assert len(re.findall(r"^tracepoint:sock:inet_sock_set_state$", text, re.M)) == 2
+    assert "\treturn;" in text and "// second.bt\nif (args->protocol == 6) {\n\t$b1_n = 1;" in text
+    assert "// third.bt\n\t$b2_n = 2;" in text
+
+
 def test_a_file_cut_short_is_refused(tmp_path: Path) -> None:
     cut = tmp_path / "cut.bt"
     cut.write_text((ROOT / "probes" / "time_wait.bt").read_text().rsplit("\n}", 1)[0])

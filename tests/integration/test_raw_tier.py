@@ -59,13 +59,14 @@ def _doctor(tmp_path: Path, bpftrace: str) -> dict:
 def test_doctor_finds_the_raw_tier_with_023_only(bpftrace_023: str, tmp_path: Path) -> None:
     new = _doctor(tmp_path, bpftrace_023)
     assert new["probe_types"]["rawtracepoint"]["attaches"] is True
-    for fam in ("accept_queue", "time_wait"):
+    for fam in ("accept_queue", "time_wait", "socket_buffers"):
         assert new["families"][fam] == {"file": f"probes/{fam}.raw.bt", "tier": "rawtracepoint"}
     old = _doctor(tmp_path, "bpftrace")
     assert old["bpftrace_version"] == "v0.17.0"
     assert old["probe_types"]["rawtracepoint"]["attaches"] is False
     assert old["families"]["accept_queue"]["file"] == "probes/accept_queue.bt"
     assert old["families"]["time_wait"]["file"] == "probes/time_wait.bt"
+    assert old["families"]["socket_buffers"]["file"] == "probes/socket_buffers.bt"
 
 
 def _recursion_misses(pid: int) -> int:
@@ -87,7 +88,7 @@ def _side_by_side(bpftrace: str, tmp: Path, family: str, lab: str, variant: str)
                                  stderr=subprocess.DEVNULL, preexec_fn=sigint_default)  # fmt: skip
     try:
         wait_for("the reference probe's header", lambda: b"\n#" in ref.read_bytes(), 60, 0.2)
-        run = run_lab(lab, variant, tmp / "run", CAPTURE_PROBES=family, BPFTRACE=bpftrace)
+        run = run_lab(lab, variant, tmp / "run", CAPTURE_PROBES=CAPTURED_WITH.get(family, family), BPFTRACE=bpftrace)
         ref_misses = _recursion_misses(probe.pid)
     finally:
         probe.send_signal(signal.SIGINT)
@@ -97,9 +98,18 @@ def _side_by_side(bpftrace: str, tmp: Path, family: str, lab: str, variant: str)
     return run, tmp / "csv", ref_misses
 
 
+# The accept queue's and TIME_WAIT's raw files both attach to inet_sock_set_state, and one
+# bpftrace runs them as one program (collector/probe-bundle): each is compared captured so.
+CAPTURED_WITH = {"accept_queue": "accept_queue,time_wait", "time_wait": "accept_queue,time_wait"}
+
+
 # One side-by-side run per family for the module: it is both the tiers' comparison and
 # the raw tier's own lab run (CI time: each was a lab run of its own, 36 s in all).
-LAB_OF_FAMILY = {"accept_queue": ("accept-overflow", "sizing"), "time_wait": ("time-wait", "exhaust")}
+LAB_OF_FAMILY = {
+    "accept_queue": ("accept-overflow", "sizing"),
+    "time_wait": ("time-wait", "exhaust"),
+    "socket_buffers": ("socket-buffers", "slow-reader"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +296,8 @@ def test_time_wait_both_tiers_count_the_same_on_one_run(side_by_side) -> None:
     """Closes and failed connects are per-CPU count() maps: exact in both tiers, so equal.
     (Lifetimes are a random 1-in-16 sample in each: not compared.)"""
     run, csv, _ = side_by_side("time_wait")
+    bundle = (run.path / "probes.bt").read_text()
+    assert bundle.count("\nrawtracepoint:inet_sock_set_state\n") == 1 and "\n// accept_queue.raw.bt\nif (" in bundle
     cli = int(run.lab["client"]["netns_inode"])
     for table, cols in (("tw_close", ["active_closes", "passive_closes"]), ("tw_connect", ["failures"])):
         ref, raw = pd.read_csv(csv / f"{table}.csv"), run.table(table)
@@ -294,6 +306,32 @@ def test_time_wait_both_tiers_count_the_same_on_one_run(side_by_side) -> None:
         got = raw[raw["netns"] == cli].groupby(keys)[cols].sum()
         assert not want.empty and int(want.to_numpy().sum()) > 100, table
         assert _rows(got) == _rows(want), table
+
+
+SB_COUNTS = ["limited_writes", "writes_blocked", "writes_rwnd_limited", "writes_sndbuf_limited", "sndbuf_locked_writes",
+             "noted_reads", "reads_zero_window", "reads_half_full", "rcvbuf_locked_reads"]  # fmt: skip
+
+
+def test_socket_buffers_both_tiers_count_the_same_on_one_run(side_by_side) -> None:
+    """Writes and reads recorded are per-CPU count() maps, and both tiers decide on the same
+    event from the same socket fields: the flow's counts are equal on both sides, and its
+    blocked writes are the writer's own count."""
+    run, csv, ref_misses = side_by_side("socket_buffers")
+    misses = (run.metadata["probes"]["socket_buffers"]["recursion_misses"] or 0) + ref_misses
+    fl = run.lab["flow"]
+    ends = {(fl["laddr"], fl["lport"], fl["raddr"], 7000), (fl["raddr"], 7000, fl["laddr"], fl["lport"])}
+    ours = {int(run.lab[side]["netns_inode"]) for side in ("server", "client")}
+
+    def flow(rows: pd.DataFrame) -> pd.DataFrame:
+        rows = rows[rows["netns"].isin(ours)]
+        mine = [(a, int(b), c, int(d)) in ends for a, b, c, d in rows[["laddr", "lport", "raddr", "rport"]].values]
+        return rows[mine].groupby(["netns", "laddr", "lport", "raddr", "rport"])[SB_COUNTS].sum()
+
+    ref, raw = flow(pd.read_csv(csv / "sb_flow.csv")), flow(run.table("sb_flow"))
+    assert len(raw) == 2 and int(raw["noted_reads"].sum()) > 10, raw.to_string()
+    assert int(raw["writes_blocked"].sum()) == fl["writer"]["writes_blocked"] > 0
+    diff = (raw - ref.reindex(raw.index).fillna(0)).abs().to_numpy()
+    assert diff.max() <= misses, (raw.to_string(), ref.to_string(), misses)
 
 
 def _rows(t: pd.DataFrame) -> list[list[str]]:
@@ -308,6 +346,7 @@ def test_every_probe_file_runnable_with_023_attaches_and_prints(bpftrace_023: st
     assert {
         "accept_queue.raw.bt",
         "time_wait.raw.bt",
+        "socket_buffers.raw.bt",
         "accept_queue.bt",
         "retransmits.bt",
         "time_wait.bt",
