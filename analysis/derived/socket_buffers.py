@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import RunLike
+from .addresses import is_loopback
 from .counters import total_delta
 
 KEY = ["netns", "laddr", "lport", "raddr", "rport"]
@@ -209,12 +210,19 @@ def probe_totals(run: RunLike) -> dict[tuple[int, str, int, str, int], dict[str,
 
 
 def pair(all_sides: dict[tuple[int, str, int, str, int], Side], s: Side) -> Side | None:
-    """The other end of S's flow among the listed sockets (another namespace, or the same one on
-    loopback): the socket whose local address and port are S's remote ones, and back."""
-    for o in all_sides.values():
-        if (o.laddr, o.lport, o.raddr, o.rport) == (s.raddr, s.rport, s.laddr, s.lport) and o.key != s.key:
-            return o
-    return None
+    """The other end of S's flow among the listed sockets: the socket whose local address and port
+    are S's remote ones, and back; in S's own namespace when one is there, and always for a loopback
+    address (a flow over lo never leaves its namespace). In another namespace only when it is the one
+    candidate: containers reuse addresses and ports, and two candidates are a guess (None)."""
+    found = [
+        o
+        for o in all_sides.values()
+        if (o.laddr, o.lport, o.raddr, o.rport) == (s.raddr, s.rport, s.laddr, s.lport) and o.key != s.key
+    ]
+    home = [o for o in found if o.netns == s.netns]
+    if home or is_loopback(s.raddr):
+        return home[0] if home else None
+    return found[0] if len(found) == 1 else None
 
 
 def probe_means(probe: dict[str, int]) -> dict[str, Any]:

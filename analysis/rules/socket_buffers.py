@@ -341,26 +341,107 @@ def _evaluate_reader(run: RunView, r: Side) -> Finding | None:
     )
 
 
+SocketKey = tuple[int, str, int, str, int]  # netns, laddr, lport, raddr, rport
+
+
+# -- flows the probe saw limited and the sampler did not list -------------------------------------
+
+# What the probe counts as a limit seen: writes held back or refused, reads that left the buffer
+# half full or the window closed. A refused write (EAGAIN) alone is no limit: a non-blocking writer
+# that writes as fast as it can meets a full buffer whatever its flow does (the healthy lab's 35);
+# it counts on a send buffer SO_SNDBUF set.
+PROBE_LIMITS = ("writes_blocked", "writes_rwnd_limited", "writes_sndbuf_limited", "reads_half_full",
+                "reads_zero_window")  # fmt: skip
+
+
+def _limits_seen(counted: dict[str, int]) -> dict[str, int]:
+    seen = {c: counted.get(c, 0) for c in PROBE_LIMITS}
+    if not counted.get("sndbuf_locked_writes", 0):
+        seen["writes_blocked"] = 0
+    return seen
+
+
+def _flows_listed(run: RunView, netns: int) -> tuple[int, int]:
+    """How many of the namespace's samples listed its flows, of how many (sockstat.csv)."""
+    ss = run.table("sockstat")
+    if ss.empty or "flows_listed" not in ss.columns:
+        return 0, 0
+    mine = ss[ss["netns"] == netns]
+    return int(mine["flows_listed"].sum()), len(mine)
+
+
+def _netns_arg(namespaces: list[int]) -> str:
+    """make capture's NETNS= for these namespaces (quoted when more than one)."""
+    words = " ".join(f"inode:{ns}" for ns in namespaces)
+    return words if len(namespaces) == 1 else f'"{words}"'
+
+
+def _not_listed(run: RunView, judged: set[SocketKey], listed: set[SocketKey]) -> list[Finding]:
+    """Flows the probe saw held back or left full that no judgement covered (they had not two
+    listings of their clocks: they lived between the sampler's listings, or their namespace was not
+    sampled): not judged, so listed as not checked, one entry a flow (its writer's and its reader's
+    sockets together), with the capture that would judge them. A socket is covered when it was
+    judged, or when its peer was and the peer's own peer was listed nowhere (the flow's other end,
+    judged from this one); a flow of the same addresses and ports in another namespace covers none."""
+    sampled = {int(ns["inode"]) for ns in run.metadata.get("netns", [])}
+    tuples = {k[1:] for k in listed}
+    peer_of_judged = {(k[3], k[4], k[1], k[2]) for k in judged} - tuples
+    flows: dict[tuple[str, int, str, int], dict[str, Any]] = {}
+    for key, counted in sbd.probe_totals(run).items():
+        seen = _limits_seen(counted)
+        if key in judged or key[1:] in peer_of_judged or not any(seen.values()):
+            continue
+        netns, laddr, lport, raddr, rport = key
+        writer = any(seen[c] for c in PROBE_LIMITS if c.startswith("writes"))
+        flow = (laddr, lport, raddr, rport) if writer else (raddr, rport, laddr, lport)
+        f = flows.setdefault(flow, {"sockets": {}, **dict.fromkeys(PROBE_LIMITS, 0)})
+        f["sockets"][f"{laddr}:{lport}"] = netns
+        for c in PROBE_LIMITS:
+            f[c] += seen[c]
+    out = []
+    for (laddr, lport, raddr, rport), f in flows.items():
+        namespaces = sorted(set(f["sockets"].values()))
+        sender = f["sockets"].get(f"{laddr}:{lport}")
+        netns = sender if sender is not None else namespaces[0]
+        listed = [(ns, *_flows_listed(run, ns)) for ns in namespaces]
+        subject = {"netns": netns, "netns_label": run.netns_label(netns), "laddr": laddr, "lport": lport,
+                   "raddr": raddr, "rport": rport, "service_port": min(lport, rport),
+                   "we_are": "sender" if sender is not None else "receiver",
+                   "receiver_netns": f["sockets"].get(f"{raddr}:{rport}")}  # fmt: skip
+        ev = {"sockets": ", ".join(f["sockets"]), **{c: f[c] for c in PROBE_LIMITS},
+              "unsampled": [ns for ns in namespaces if ns not in sampled],
+              "listings": [{"netns": ns, "flows_listed": n, "samples": m} for ns, n, m in listed if ns in sampled],
+              "command": f"make capture NETNS={_netns_arg(namespaces)} PROBES=socket_buffers DURATION=60"}  # fmt: skip
+        out.append(Finding(KIND, "not_checked", subject, chain=[Link("probe", "flow_not_listed", ev)]))
+    out.sort(key=lambda f: -sum(f.chain[0].evidence[c] for c in PROBE_LIMITS))
+    return out[:MAX_RULED_OUT]
+
+
 def _evaluate(run: RunView) -> list[Finding]:
     run.table("sysctls")
     all_sides = sbd.sides(run)
     out: list[Finding] = []
-    readers_judged: set[tuple[int, str, int, str, int]] = set()
+    judged: set[SocketKey] = set()
     for s in all_sides.values():
         if s.deltas["busy_ms"] < MIN_BUSY_MS:
             continue  # not a sender over this capture (or hardly)
         receiver = sbd.pair(all_sides, s)
+        judged.add(s.key)
         if receiver is not None:
-            readers_judged.add(receiver.key)
+            judged.add(receiver.key)
         out.append(_evaluate_sender(run, s, receiver))
     absent = sorted((f for f in out if f.status == "absent"), key=lambda f: -f.chain[0].evidence["busy_ms"])
     out = [f for f in out if f.status != "absent"] + absent[:MAX_RULED_OUT]
     for r in all_sides.values():
-        if r.key not in readers_judged and r.deltas["busy_ms"] < MIN_BUSY_MS:
+        if r.key not in judged and r.deltas["busy_ms"] < MIN_BUSY_MS:
+            if r.rows >= MIN_READER_SAMPLES:
+                judged.add(r.key)
             f = _evaluate_reader(run, r)
             if f is not None:
                 out.append(f)
-    return out
+    # A socket listed at two samples or more had clocks to judge it by (a sender that hardly sent).
+    judged |= {k for k, s in all_sides.items() if s.rows >= 2}
+    return out + _not_listed(run, judged, set(all_sides))
 
 
 RULE = Rule(KIND, INPUTS, _evaluate)

@@ -72,6 +72,10 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         ),
         ".",
     ),
+    ("probe", "flow_not_listed"): (
+        "Probe: on {sockets}, {limits_text}; but the sampler {listed_text}: no clocks of the flow's own to judge "
+        "it by. Run `{command}`.",
+    ),
     ("probe", "below_threshold"): (
         "Kernel clocks: busy {busy_s} s, held back by the receiver's window {rwnd_limited_pct} % and by its send "
         "buffer {sndbuf_limited_pct} % of it",
@@ -210,6 +214,9 @@ def _counter(link: Link, ev: dict[str, Any]) -> None:
 
 
 def _probe(link: Link, ev: dict[str, Any]) -> None:
+    if link.key == "flow_not_listed":
+        _not_listed(ev)
+        return
     for k in ("busy", "rwnd_limited", "sndbuf_limited"):
         if not is_missing(ev.get(f"{k}_ms")):
             ev[f"{k}_s"] = round(ev[f"{k}_ms"] / 1000, 2)
@@ -221,6 +228,28 @@ def _probe(link: Link, ev: dict[str, Any]) -> None:
         ev["reader_end"] = ". The probe did not run: the clocks alone."
     else:
         ev["reader_end"] = "."
+
+
+PROBE_LIMITS_SAID = {
+    "writes_blocked": "writes found the send buffer full",
+    "writes_rwnd_limited": "writes found the receiver's window the limit",
+    "writes_sndbuf_limited": "writes found the send buffer the limit",
+    "reads_half_full": "reads left the buffer half full",
+    "reads_zero_window": "reads left the window closed",
+}
+
+
+def _not_listed(ev: dict[str, Any]) -> None:
+    """What the probe saw on a flow the sampler did not list, and why it did not."""
+    ev["limits_text"] = join_words([f"{number(ev[k])} {v}" for k, v in PROBE_LIMITS_SAID.items() if ev.get(k)])
+    why = [f"did not sample namespace {ns}" for ns in ev.get("unsampled") or []]
+    listings = ev.get("listings") or []
+    why += [f"listed the flows of namespace {x['netns']} in {x['flows_listed']} of {x['samples']} samples"
+            for x in listings]  # fmt: skip
+    if listings:
+        why[-1] += (", and this flow in fewer than two (it lived between listings, or the sampler's CPU budget "
+                    "left them out)")  # fmt: skip
+    ev["listed_text"] = join_words(why)
 
 
 def _cause(link: Link, ev: dict[str, Any]) -> None:

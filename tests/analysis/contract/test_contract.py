@@ -80,6 +80,8 @@ LAB_TABLES = {
 
 # A host capture beside two labs' namespaces (tests/fixtures/README.md): the probes' rows of those.
 NONLAB_TABLES = {"host-labs-not-sampled": ("aq_listener", "ep_loop")}
+# A lab capture whose samplers never listed the lab's flow (tests/fixtures/README.md): its probe's rows.
+NONLAB_TABLES["socket-buffers-slow-reader-unlisted-trixie"] = ("sb_flow",)
 
 
 # Run directories only; the derived fixtures (sweeps, comparisons) are checked in test_sweep and test_compare.

@@ -152,11 +152,13 @@ def test_the_fix_says_the_bdp_and_what_so_rcvbuf_does() -> None:
 
 
 def test_the_verdict_needs_the_limit_to_last() -> None:
-    """Below MIN_BUSY_MS of data to send, a flow is not judged at all."""
+    """Below MIN_BUSY_MS of data to send, a flow is not judged: no finding, and, its clocks listed
+    once only, listed as not checked (the probe saw it held back)."""
     run = Run.open(fixture_run("socket-buffers-slow-reader"))
     sb = run.table("sock_buffers")
     run._cache["sock_buffers"] = sb[sb["time_s"] <= sb["time_s"].min() + 0.5]
-    assert [f for f in rule.evaluate(run) if f.subject.get("lport") == run.lab["flow"]["lport"]] == []
+    ours = [f for f in rule.evaluate(run) if f.subject.get("lport") == run.lab["flow"]["lport"]]
+    assert [f.status for f in ours] == ["not_checked"]
 
 
 def test_a_full_send_buffer_is_found_when_the_clock_does_not_say_so() -> None:
@@ -194,3 +196,71 @@ def test_memory_pressure_holds_the_window_shut_on_an_empty_queue() -> None:
     run._cache["counters"] = c[c["counter"] != "TCPMemoryPressures"]
     (g,) = _ours(run)
     assert (g.status, g.cause_class) == ("confirmed", "small_rcvbuf")
+
+
+def test_a_limited_flow_the_sampler_never_listed_is_not_checked_not_absent() -> None:
+    """The Debian 13 guest's capture (tests/fixtures/README.md): the probe saw the slow reader's flow
+    held back, the samplers listed no clocks of it. Not "no finding": one entry for the flow, not
+    checked, naming both namespaces' listings and the capture that would judge it."""
+    run = Run.open(fixture_run("socket-buffers-slow-reader-unlisted-trixie"))
+    assert run.table("sock_buffers").empty
+    fl = run.lab["flow"]
+    (f,) = rule.evaluate(run)
+    assert f.status == "not_checked" and f.cause_class is None
+    assert (f.subject["laddr"], f.subject["lport"], f.subject["raddr"], f.subject["rport"]) == (
+        fl["laddr"], fl["lport"], fl["raddr"], fl["rport"])  # fmt: skip
+    assert f.subject["we_are"] == "sender" and f.subject["netns"] == run.lab["client"]["netns_inode"]
+    ev = f.link("probe").evidence
+    # The writer's EAGAINs alone are no limit (no SO_SNDBUF): its window-limited writes and the reads are.
+    assert ev["writes_blocked"] == 0 < ev["writes_rwnd_limited"] and ev["reads_half_full"] > 10
+    assert {x["netns"] for x in ev["listings"]} == {run.lab["client"]["netns_inode"], run.lab["server"]["netns_inode"]}
+    assert all(x["flows_listed"] < x["samples"] for x in ev["listings"]) and not ev["unsampled"]
+    text = describe(f.kind, f.link("probe"))
+    assert "PROBES=socket_buffers" in text and "fewer than two" in text, text
+
+
+def test_a_flow_the_sampler_listed_gets_no_not_checked_entry_beside_its_finding() -> None:
+    """Every variant's flow was listed: judged, and never also listed as not checked."""
+    for variant in [*VARIANTS, "healthy"]:
+        run = Run.open(fixture_run(f"socket-buffers-{variant}"))
+        ours = _ours(run)
+        assert len(ours) == 1 and ours[0].status != "not_checked", (variant, [f.status for f in ours])
+
+
+def test_a_flow_only_in_a_namespace_not_sampled_names_that_namespace() -> None:
+    """The same capture with the server's namespace taken out of those sampled: the flow's reader
+    end is named as not sampled, the client's listings still counted."""
+    run = Run.open(fixture_run("socket-buffers-slow-reader-unlisted-trixie"))
+    srv = run.lab["server"]["netns_inode"]
+    run.metadata["netns"] = [ns for ns in run.metadata["netns"] if int(ns["inode"]) != srv]
+    (f,) = rule.evaluate(run)
+    ev = f.link("probe").evidence
+    assert ev["unsampled"] == [srv] and [x["netns"] for x in ev["listings"]] == [run.lab["client"]["netns_inode"]]
+    assert f"did not sample namespace {srv}" in describe(f.kind, f.link("probe"))
+
+
+def test_an_unlisted_healthy_writer_is_not_listed_for_its_refused_writes() -> None:
+    """The healthy lab's writer, non-blocking, met a full send buffer 35 times (no SO_SNDBUF): with
+    its clocks taken away it is not judged, and not listed either: EAGAIN alone is no limit."""
+    run = Run.open(fixture_run("socket-buffers-healthy"))
+    assert sbd.probe_totals(run)  # the probe counted the flow
+    run._cache["sock_buffers"] = run.table("sock_buffers").iloc[0:0]
+    assert rule.evaluate(run) == []
+
+
+def test_a_flow_of_the_same_addresses_judged_in_other_namespaces_covers_none() -> None:
+    """The unlisted flow, beside a copy of the slow-reader lab's listed flow given the same addresses
+    and ports in two other namespaces (containers reuse them): that one is judged, and the lab's own
+    flow is still not checked, not taken as judged."""
+    run = Run.open(fixture_run("socket-buffers-slow-reader-unlisted-trixie"))
+    other = Run.open(fixture_run("socket-buffers-slow-reader"))
+    fl, ofl = run.lab["flow"], other.lab["flow"]
+    sb = other.table("sock_buffers")
+    sb = sb[(sb["lport"] == ofl["lport"]) | (sb["rport"] == ofl["lport"])].copy()
+    sb["netns"] = np.where(sb["netns"] == other.lab["client"]["netns_inode"], 4026539999, 4026539998)
+    sb.loc[sb["lport"] == ofl["lport"], "lport"] = fl["lport"]
+    sb.loc[sb["rport"] == ofl["lport"], "rport"] = fl["lport"]
+    run._cache["sock_buffers"] = sb
+    found = {(f.subject["netns"], f.status) for f in rule.evaluate(run)}
+    assert (4026539999, "suspected") in found or (4026539999, "confirmed") in found, found
+    assert (run.lab["client"]["netns_inode"], "not_checked") in found, found
