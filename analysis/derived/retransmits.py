@@ -70,34 +70,39 @@ def endpoint_flows(run: RunLike, netns: int, laddr: str, raddr: str, port: int, 
 
 
 def spurious_by_flow(run: RunLike) -> dict[FlowKey, int] | None:
-    """Per sending socket, the re-sent segments its peer reported received twice (tcp_info
-    dsack_dups over the capture, from the socket scan): the original had arrived, so they are no
-    loss (reordering on the path, a tail-loss probe, an RTO fired early on a busy host). None when
-    the run did not record them (contract 10 or older, or no socket scan)."""
+    """Per sending socket the socket scan listed, the re-sent segments its peer reported received
+    twice (tcp_info dsack_dups over the capture; 0 for none): the original had arrived, so they are
+    no loss (reordering on the path, a tail-loss probe, an RTO fired early on a busy host). A socket
+    it never listed has no entry: not known. None when the run did not record them (contract 10 or
+    older, or no socket scan)."""
     sb = run.table("sock_buffers")
     if sb.empty or sb["dsack_dups"].isna().all():
         return None
-    return {k: s.deltas["dsack_dups"] for k, s in sides(run, probe=False).items() if s.deltas["dsack_dups"] > 0}
+    return {k: s.deltas["dsack_dups"] for k, s in sides(run, probe=False).items()}
 
 
 def _spurious_per_flow(flows: pd.DataFrame, spurious: dict[FlowKey, int]) -> pd.Series:
-    """SPURIOUS for each of FLOWS' (lport, rport), 0 where the socket scan saw none."""
+    """SPURIOUS for each of FLOWS' (lport, rport); NaN where the socket scan never listed the flow."""
     keys = flows[["netns", "laddr", "lport", "raddr", "rport"]].drop_duplicates()
-    out: dict[tuple[int, int], int] = {}
+    out: dict[tuple[int, int], float] = {}
     for k in keys.itertuples():
         key = (int(k.netns), str(k.laddr), int(k.lport), str(k.raddr), int(k.rport))
-        out[(key[2], key[4])] = spurious.get(key, 0)
-    return pd.Series(out, dtype="int64")
+        out[(key[2], key[4])] = spurious.get(key, float("nan"))
+    return pd.Series(out, dtype="float64")
 
 
 def flow_rates(flows: pd.DataFrame, spurious: dict[FlowKey, int] | None = None) -> dict[str, Any]:
     """Retransmit rate of an endpoint's flows against their own data segments, and the worst flow.
     The segments the peers reported received twice (SPURIOUS, spurious_by_flow) are not lost:
-    they count for neither; without them (None) every re-sent segment counts."""
+    they count for neither; without them (None) every re-sent segment counts. flow_unread_segs:
+    those re-sent by flows the socket scan never listed (the rule does not take them as lost)."""
     by_flow = flows.groupby(["lport", "rport"])[["data_segs", "data_segs_out"]].sum()
     dups: dict[str, Any] = {"flow_spurious_segs": None}
     if spurious is not None and not by_flow.empty:
-        dup = _spurious_per_flow(flows, spurious).reindex(by_flow.index, fill_value=0)
+        dup = _spurious_per_flow(flows, spurious).reindex(by_flow.index)
+        # Re-sent by flows the scan never listed: whether their peers had them is not known.
+        dups["flow_unread_segs"] = int(by_flow["data_segs"][dup.isna()].sum())
+        dup = dup.fillna(0).astype("int64")
         dups["flow_spurious_segs"] = int(dup.clip(upper=by_flow["data_segs"]).sum())
         by_flow["data_segs"] = (by_flow["data_segs"] - dup).clip(lower=0)
     sent = int(by_flow["data_segs_out"].sum())

@@ -15,14 +15,14 @@ Chain: symptom (lab client: throughput and failures; else the retransmit rate)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
 from ..derived import connects, interval_s
 from ..derived.addresses import is_loopback, listeners_serving
-from ..derived.counters import sampled, total_delta
+from ..derived.counters import recorded, sampled, total_delta
 from ..derived.retransmits import (
     EndpointRates,
     FlowKey,
@@ -142,6 +142,31 @@ def _below_threshold(subject: dict[str, Any], probe_ev: dict[str, Any], rates: E
     return Finding(KIND, "absent", subject, chain=[Link("probe", "below_threshold", ev)])
 
 
+def _storm_if_unread_were_spurious(
+    run: RunView, ep: _Endpoint, rates: EndpointRates, per_flow: dict[str, Any], t0: float, t1: float
+) -> bool:
+    """Whether the storm holds with the segments re-sent by flows the socket scan never listed
+    taken as duplicates the peers had (their D-SACK counts were not read: not known as loss).
+    Where the namespace's own TCPDSACKRecv did not move, no peer reported a duplicate: they were lost."""
+    unread = per_flow.get("flow_unread_segs") or 0
+    if not unread:
+        return True
+    if recorded(run, ep.netns, "TCPDSACKRecv") and not total_delta(
+        run, ep.netns, "TCPDSACKRecv", t0, t1 + interval_s(run)
+    ):
+        return True
+    sent = per_flow.get("flow_data_segs_out") or 0
+    rate = (per_flow["flow_data_segs"] - unread) / sent if sent else rates.rate
+    return _storm(replace(rates, data=max(rates.data - unread, 0), rate=rate))
+
+
+def _dsack_unread(ep: _Endpoint, subject: dict[str, Any], probe_ev: dict[str, Any]) -> Finding:
+    """Not checked: the storm stands only if the re-sends of flows the socket scan never listed were
+    lost, and whether their peers had them (tcp_info dsack_dups) was not read."""
+    ev = {**probe_ev, "command": f"make capture NETNS=inode:{ep.netns} PROBES=retransmits DURATION=60"}
+    return Finding(KIND, "not_checked", subject, chain=[Link("probe", "dsack_unread", ev)])
+
+
 def _status(rec: dict[str, Any]) -> Status:
     """Confirmed when the kernel's own retransmit counter agrees with the probe's (within 10 %)."""
     agrees = (
@@ -253,6 +278,8 @@ def _evaluate_endpoint(run: RunView, ep: _Endpoint, interval: int, spurious: dic
     probe_ev = _probe_evidence(ep, rates, per_flow, interval)
     if not _storm(rates):
         return _below_threshold(subject, probe_ev, rates)
+    if not _storm_if_unread_were_spurious(run, ep, rates, per_flow, t0, t1):
+        return _dsack_unread(ep, subject, probe_ev)
     rec = reconcile(run, ep.netns)
     cause, overflowed = _cause(run, ep, rates, probe_ev["synack_segs"])
     cause, cross_check = _counter_cross_check(run, ep, cause, t0, t1)

@@ -98,6 +98,12 @@ TEMPLATES: dict[tuple[str, str], tuple[Part, ...]] = {
         ": the clients' final ACKs met the full queue and were dropped, so the kernel re-sent its SYN-ACKs "
         "(see accept_queue_overflow).",
     ),
+    ("probe", "dsack_unread"): (
+        "Probe: {data_segs} data segments re-sent",
+        Opt(", {flow_unread_segs} of them by flows the socket scan never listed"),
+        ": whether their peers had received them already (tcp_info dsack_dups: reordering, not loss) was not "
+        "read, and without them the rest is no storm. Run `{command}`.",
+    ),
     ("cause", "unknown"): (
         "Cause: unknown. The retransmits ",
         Opt("{direction} "),
