@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -27,7 +27,7 @@ from .tables import CONTRACT_VERSION, TABLES
 # changed since are read with the definition they were written by, then
 # upgraded to today's columns (what is gone is dropped; what was never recorded
 # gets the "not recorded" value today's definition documents).
-READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, CONTRACT_VERSION)
+READABLE_CONTRACTS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, CONTRACT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,11 @@ def _listeners_from_v3(df: pd.DataFrame) -> pd.DataFrame:
 def _processes_from_v1(df: pd.DataFrame) -> pd.DataFrame:
     # The process's cgroup (its owner: unit, container, pod) was not recorded before contract 7.
     return _now(df.assign(cgroup=pd.NA), "processes")
+
+
+def _processes_from_v2(df: pd.DataFrame) -> pd.DataFrame:
+    # One row per process (its first sight) before contract 13: kept as read.
+    return _now(df, "processes")
 
 
 def _sockstat_from_v1(df: pd.DataFrame) -> pd.DataFrame:
@@ -159,13 +164,24 @@ _AQ_LISTENER_V2 = _without(
 _AQ_ACCEPT_V1 = _without(
     "aq_accept", 1, "Per interval, per (process, listener port): the application's accept() calls.", "sock_ino"
 )
-# processes.csv as contract 6 wrote it.
-_PROCESSES_V1 = _without(
-    "processes",
-    1,
-    "Each process holding a listener of the namespace (ss -p), the first sample it was seen in: its name and "
-    "executable.",
-    "cgroup",
+# processes.csv as contract 6 wrote it, and as contracts 7 to 12 did: a row per process, once.
+_PROCESSES_V1 = replace(
+    _without(
+        "processes",
+        1,
+        "Each process holding a listener of the namespace (ss -p), the first sample it was seen in: its name "
+        "and executable.",
+        "cgroup",
+    ),
+    key=("netns", "pid"),
+)
+_PROCESSES_V2 = replace(
+    TABLES["processes"],
+    version=2,
+    description="Each process holding a listener of the namespace (ss -p), and in a namespace other than the "
+    "host's every process living in it at the first sample: its name, executable and cgroup, once (the first "
+    "sample it was seen in).",
+    key=("netns", "pid"),
 )
 # sockstat.csv as contracts 2 to 7 wrote it.
 _SOCKSTAT_V1 = _without("sockstat", 1, "The TCP line of /proc/net/sockstat per sample.", "tw_listed", "flows_listed")
@@ -367,6 +383,7 @@ LEGACY_TABLES: dict[int, dict[str, Legacy]] = {
     9: {},
     10: {"sock_buffers": Legacy(_SOCK_BUFFERS_V1, _sock_buffers_from_v1)},
     11: {},
+    12: {},
 }
 # The accept-queue tables gained sock_ino in contract 10 (aq_listener's v1, contract 2, is above).
 for _contract in range(2, 10):
@@ -382,6 +399,9 @@ for _contract in range(6, 10):
 # listeners.csv gained drops in contract 5 (and dual_stack in 6): every older contract wrote version 1.
 for _contract in (2, 3, 4):
     LEGACY_TABLES[_contract]["listeners"] = Legacy(_LISTENERS_V1, _listeners_from_v1)
+# processes.csv recorded a process again when its name changed from contract 13.
+for _contract in range(7, 13):
+    LEGACY_TABLES[_contract]["processes"] = Legacy(_PROCESSES_V2, _processes_from_v2)
 # sockstat.csv gained tw_listed in contract 8: every older contract wrote version 1.
 for _contract in range(2, 8):
     LEGACY_TABLES[_contract]["sockstat"] = Legacy(_SOCKSTAT_V1, _sockstat_from_v1)

@@ -261,9 +261,11 @@ SAMPLED_TABLES: tuple[Table, ...] = (
         "processes",
         "processes.csv",
         "collector/sample-netns",
-        2,
+        3,
         "Each process holding a listener of the namespace (ss -p), and in a namespace other than the host's "
-        "every process living in it at the first sample (at most 200): its name, executable and cgroup, once. "
+        "every process living in it at the first sample (at most 200): its name, executable and cgroup, the "
+        "first sample it is seen in and again at each sample that sees its name change (an exec: `ip netns "
+        "exec NS server` is `ip` until it execs); its latest row names it. "
         "The executable says which server it is (comm alone is `java` or `node`), so a finding can name that "
         "server's own knob; the cgroup says who owns it (systemd unit, container, pod: analysis/cgroups.py).",
         (
@@ -280,7 +282,7 @@ SAMPLED_TABLES: tuple[Table, ...] = (
                 nullable=True,
             ),
         ),
-        key=("netns", "pid"),
+        key=("time_s", "netns", "pid"),
     ),
     Table(
         "containers",

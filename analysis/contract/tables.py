@@ -16,7 +16,7 @@ from .probe_tables import PROBE_TABLES
 from .sampled_tables import SAMPLED_TABLES
 
 # Version of the whole contract, recorded by collector/capture in metadata.json.
-CONTRACT_VERSION = 12
+CONTRACT_VERSION = 13
 
 
 # How every CSV is read (analysis/load), stated once for the doc.

@@ -75,11 +75,12 @@ def _pids(text: Any) -> list[int]:
 
 
 def _comm_of(run: RunLike, netns: int, pid: int) -> str | None:
-    """A process's name: processes.csv (its first sample), else the name ss gave it."""
+    """A process's name: processes.csv (its latest row: a process is recorded again after an exec),
+    else the name ss gave it."""
     procs = run.table("processes")
     hit = procs[(procs["pid"] == pid) & procs["comm"].notna()]
     if not hit.empty:
-        return str(hit["comm"].iloc[0])
+        return str(hit.sort_values("time_s", kind="stable")["comm"].iloc[-1])
     ls = run.table("listeners")
     hit = ls[(ls["netns"] == netns) & (ls["pid"] == pid) & ls["comm"].notna()]
     return str(hit["comm"].iloc[-1]) if not hit.empty else None

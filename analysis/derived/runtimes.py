@@ -142,11 +142,12 @@ def worker_stall(row: dict[str, Any]) -> str | None:
 
 
 def _exe(run: RunLike, last: pd.DataFrame) -> str | None:
-    """The executable of the process holding the listener (processes.csv), by its pid."""
+    """The executable of the process holding the listener (processes.csv: its latest row, after any
+    exec), by its pid."""
     procs = run.table("processes")
     pids = set(last["pid"].dropna().astype(int))
     hit = procs[procs["pid"].isin(pids) & procs["exe"].notna()]
-    return str(hit["exe"].iloc[0]) if not hit.empty else None
+    return str(hit.sort_values("time_s", kind="stable")["exe"].iloc[-1]) if not hit.empty else None
 
 
 AT_LIMIT_COLUMNS = [

@@ -37,11 +37,12 @@ def server_of_exe(exe: str | None) -> str | None:
 
 
 def server_of(run: RunLike, netns: int | None, pid: int | None) -> str | None:
-    """The server behind a pid of a finding, from the executable recorded for it."""
+    """The server behind a pid of a finding, from the executable last recorded for it (a process is
+    recorded again after an exec)."""
     if pid is None:
         return None
     procs = run.table("processes")
-    rows = procs[procs["pid"] == pid]
+    rows = procs[(procs["pid"] == pid) & procs["exe"].notna()]
     if netns is not None and (rows["netns"] == netns).any():
         rows = rows[rows["netns"] == netns]
-    return server_of_exe(str(rows["exe"].iloc[-1])) if not rows.empty and rows["exe"].notna().any() else None
+    return server_of_exe(str(rows.sort_values("time_s", kind="stable")["exe"].iloc[-1])) if not rows.empty else None

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from analysis.derived import accept_queue as aq
 from analysis.derived.listener_sockets import SocketKey, socket_owner
+from analysis.load import Run
 from tests.analysis.derived.conftest import lab_netns, raw, run
 
 SIZING = "accept-overflow-sizing"
@@ -62,6 +66,22 @@ def test_owner_falls_back_to_ss_then_nothing() -> None:
     assert (got["pid"], got["comm"], got["source"]) == (int(ls["pid"].iloc[-1]), ls["comm"].iloc[-1], "ss -p")
     nothing = socket_owner(run(name), SocketKey(HOST_NS, "127.0.0.1", 1, 0))
     assert nothing == {"pid": None, "comm": None, "source": None, "owners": []}
+
+
+def test_owner_is_named_by_its_latest_row_after_an_exec(copy_fixture) -> None:
+    """A server started by `ip netns exec` may be recorded first as `ip` (contract 13 records it again
+    once it has exec'd): the listener's owner is named by its latest row, not its first."""
+    path: Path = copy_fixture("socket-buffers-slow-reader-unlisted-trixie")
+    meta = json.loads((path / "metadata.json").read_text())
+    assert meta["data_contract"] == 12  # contract 13 changed processes.csv only
+    (path / "metadata.json").write_text(json.dumps({**meta, "data_contract": 13}))
+    header, row = (path / "processes.csv").read_text().splitlines()
+    time_s, netns, pid, comm, _exe, cgroup = row.split(",")
+    launcher = ",".join([f"{float(time_s) - 1:.3f}", netns, pid, "ip", "/usr/bin/ip", cgroup])
+    (path / "processes.csv").write_text("\n".join([header, launcher, row]) + "\n")
+    got = socket_owner(Run.open(path), SocketKey(int(netns), "198.18.0.1", 7000, 4431))
+    assert (got["pid"], got["comm"], got["source"]) == (int(pid), comm, "ss -p")
+    assert comm == "bufflow"
 
 
 def test_requested_backlog_and_somaxconn() -> None:
