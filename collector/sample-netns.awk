@@ -5,9 +5,15 @@
 #   sample more than its parsing (docs/cost.md, "Probes against samplers").
 # Run with LC_ALL=C awk -v job=JOB [-v NAME=VALUE ...] -f collector/sample-netns.awk; it reads
 #   only the files it is given (/dev/stdin for a pipe). An output named "" is stdout.
-#   job=sample     one sample: the counters (targets, prevf, t) to counters_out; listeners_in
-#                  (owners, watchers) to listeners_out; tw_in to tw_out; flows_in (statef,
-#                  flows_t) to flows_out; an input named "" is not read
+#   job=serve      the jobs below one after another, for the life of a sampler (an awk start
+#                  costs more than a sample's parsing: gawk 7.2 M instructions, mawk 1.5 M):
+#                  a request is a line on stdin of NAME=VALUE fields separated by tabs (job=
+#                  and the job's variables; stdout=FILE where its output named "" goes, else
+#                  awk's stdout), answered once its outputs are written and closed by a line
+#                  holding the variable token on stdout. No input may be /dev/stdin there.
+#   job=sample     one sample: the counters (targets, prevf, t) to counters_out when targets
+#                  is set; listeners_in (owners, watchers) to listeners_out; tw_in to tw_out;
+#                  flows_in (statef, flows_t) to flows_out; an input named "" is not read
 #   job=counters   the counters (targets, prevf, t)
 #   job=listeners  listeners_in (owners, watchers, t, ns)
 #   job=holders    listeners_in, an owners table: "INODE PID..." per socket held
@@ -17,9 +23,14 @@
 # Done reading f. Not stdin: mawk 1.3.4 crashes closing "/dev/stdin", and a job reads it once.
 function done_with(f) { if (f != "/dev/stdin") close(f) }
 
+# An output named "" is stdout, or where a served request's go (stdout_to): the file it named
+# (stdout=), else default_out. A served request's outputs are closed when it is answered, but
+# default_out, which is flushed (gawk takes /dev/fd/N for fd N itself, and would close it).
 function put(line, out) {
-	if (out == "") print line
-	else print line >> out
+	if (out == "") out = stdout_to
+	if (out == "") { print line; return }
+	print line >> out
+	opened[out] = 1
 }
 
 # ss's "addr:port" (IPv6 in brackets, a scope after %) -> parts[1] address, parts[2] port.
@@ -31,11 +42,10 @@ function split_ep(ep, parts,   p) {
 
 # --- counters.csv ---
 # TcpExt and Tcp counters -> counters.csv rows. targets: "NETNS:DIR ..." (DIR holds
-# netstat and snmp, header/value line pairs: "TcpExt: A B ..." then "TcpExt: 1 2 ...");
-# counter_lines (job=sample, one target): those lines themselves, read by the sampler at
-# the sample's time, instead of DIR's files. prevf (optional) holds the last values: every
-# counter when it is empty, then only those that changed, with their delta. A DIR that
-# cannot be read is skipped.
+# netstat and snmp, header/value line pairs: "TcpExt: A B ..." then "TcpExt: 1 2 ...";
+# /proc/net: this process's namespace, the sampler's). prevf (optional) holds the last
+# values: every counter when it is empty, then only those that changed, with their delta.
+# A DIR that cannot be read is skipped.
 function counter_line(l, ns, t, out,   g, n, names, vals, i, k, v) {
 	split(l, vals, " ")
 	if (vals[1] != "TcpExt:" && vals[1] != "Tcp:") return
@@ -54,7 +64,7 @@ function counter_pairs(f, ns, t, out,   l) {
 	while ((getline l < f) > 0) counter_line(l, ns, t, out)
 	done_with(f)
 }
-function counters(targets, prevf, t, out,   l, a, n, tg, j, c, ns, dir, k, lines) {
+function counters(targets, prevf, t, out,   l, a, n, tg, j, c, ns, dir, k) {
 	split("", c_old); split("", c_cur); c_have = 0
 	if (prevf != "") {
 		while ((getline l < prevf) > 0) { split(l, a, " "); c_old[a[1]] = a[2]; c_have = 1 }
@@ -63,12 +73,6 @@ function counters(targets, prevf, t, out,   l, a, n, tg, j, c, ns, dir, k, lines
 	n = split(targets, tg, " ")
 	for (j = 1; j <= n; j++) {
 		c = index(tg[j], ":"); ns = substr(tg[j], 1, c - 1); dir = substr(tg[j], c + 1)
-		if (counter_lines != "") {
-			split("", c_hdr)
-			c = split(counter_lines, lines, "\n")
-			for (k = 1; k <= c; k++) counter_line(lines[k], ns, t, out)
-			continue
-		}
 		counter_pairs(dir "/netstat", ns, t, out); counter_pairs(dir "/snmp", ns, t, out)
 	}
 	if (prevf != "") {
@@ -262,9 +266,9 @@ function listeners(f, owners, watchers, holders, t, ns, out,   l, w, n, i, v) {
 	listener_flush(holders); done_with(f)
 }
 
-BEGIN {
+function run_job(job) {
 	if (job == "sample") {
-		counters(targets, prevf, t, counters_out)
+		if (targets != "") counters(targets, prevf, t, counters_out)
 		if (listeners_in != "") listeners(listeners_in, owners, watchers, 0, t, ns, listeners_out)
 		if (tw_in != "") ephemeral(tw_in, "service", t, ns, tw_out)
 		if (flows_in != "") buffers(flows_in, statef, flows_t, ns, flows_out)
@@ -280,6 +284,33 @@ BEGIN {
 		buffers(flows_in, statef, t, ns, "")
 	} else {
 		print "sample-netns.awk: unknown job \"" job "\"" > "/dev/stderr"
-		exit 2
+		return 2
 	}
+	return 0
+}
+
+# One served request: its variables set (every one of them, so that none is left from the
+# request before), its job run, its outputs closed.
+function serve(req,   n, f, i, e, v, k) {
+	n = split(req, f, "\t")
+	for (i = 1; i <= n; i++) if ((e = index(f[i], "=")) > 1) v[substr(f[i], 1, e - 1)] = substr(f[i], e + 1)
+	t = v["t"]; ns = v["ns"]; targets = v["targets"]; prevf = v["prevf"]; counters_out = v["counters_out"]
+	listeners_in = v["listeners_in"]; owners = v["owners"]; watchers = v["watchers"]; listeners_out = v["listeners_out"]
+	tw_in = v["tw_in"]; tw_out = v["tw_out"]; by = v["by"]
+	flows_in = v["flows_in"]; flows_t = v["flows_t"]; statef = v["statef"]; flows_out = v["flows_out"]
+	stdout_to = (v["stdout"] != "") ? v["stdout"] : default_out
+	run_job(v["job"])
+	for (k in opened) if (k == default_out) fflush(k); else close(k)
+	split("", opened)
+	stdout_to = ""
+}
+
+BEGIN {
+	if (job == "serve") {
+		while ((getline req) > 0) {
+			serve(req)
+			print token
+			fflush()
+		}
+	} else if (run_job(job)) exit 2
 }

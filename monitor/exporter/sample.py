@@ -98,18 +98,16 @@ class Namespaces:
         return self.port_range.get(ino)
 
 
-def socket_table(sampler: Path, pid: int, ino: int) -> dict[tuple[str, str], tuple[int, int]]:
-    """(raddr, rport) -> (ports in use, TIME_WAIT) for sockets on ephemeral local ports, in
-    the namespace of pid: collector/sample-netns --ephemeral-sockets run inside it, the
-    listing capture's TIME_WAIT table comes from (ss with the kernel filtering the ports, so
-    a host's 131072 TIME_WAIT on a service port cost the kernel's walk and no line; docs/cost.md
-    has the times). The peer as its
+def socket_table(sampler: Path, pid: int, ino: int, rng: tuple[int, int]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(raddr, rport) -> (ports in use, TIME_WAIT) for sockets on ephemeral local ports (rng)
+    in the namespace of pid: collector/sample-netns --ephemeral-of, asked of the one
+    sample-netns process the exporter keeps (ss through nsenter, the kernel filtering the
+    ports, as capture lists its TIME_WAIT table: a host's 131072 TIME_WAIT on a service port
+    cost the kernel's walk and no line; docs/cost.md has the times). The peer as its
     application sees it (ipv4_form), as every other series here."""
-    enter = ["nsenter", f"--net=/proc/{pid}/ns/net"]
-    cmd = [*enter, str(sampler), "--ephemeral-sockets", "--netns-id", str(ino)]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    text = ask(sampler, "--ephemeral-of", f"{rng[0]}-{rng[1]}", f"{pid}:{ino}")
     out: dict[tuple[str, str], tuple[int, int]] = {}
-    for row in csv.DictReader(io.StringIO(r.stdout if r.returncode == 0 else "")):
+    for row in csv.DictReader(io.StringIO(text)):
         key = (ipv4_form(row["raddr"]), row["rport"])
         used, tw = out.get(key, (0, 0))
         out[key] = (used + int(row["sockets"]), tw + int(row["time_wait"]))
@@ -168,7 +166,7 @@ def scan_sockets(fam: Family, ns: Namespaces, inos: list[int], min_ports: int, n
         total = tcp_sockets(pid)
         if total is not None and total < min(min_ports, (rng[1] - rng[0] + 1) // 2):
             continue
-        socks = socket_table(ns.sampler, pid, ino)
+        socks = socket_table(ns.sampler, pid, ino, rng)
         # Only destinations with enough ports held to matter get a series from the scan alone.
         for (raddr, rport), (used, tw) in sorted(socks.items(), key=lambda kv: -kv[1][0])[: fam.top_n]:
             key = (str(ino), raddr, rport)

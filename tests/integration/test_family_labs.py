@@ -166,6 +166,9 @@ def test_littles_law_in_steady_state(kernel, tmp_path: Path) -> None:
     first, last = float(closes["time_s"].min()), float(closes["time_s"].max())
     steady = ll[(ll.index >= first + 62) & (ll.index <= last - 1)]
     assert len(steady) >= 3, "the load must run past 60 s"
+    # The lab lists TIME_WAIT at every sample (no CPU budget rations it): the series is the measurement.
+    sockstat = run.table("sockstat")
+    assert sockstat.loc[sockstat["netns"] == ns, "tw_listed"].astype(bool).all()
     rate = int(closes["active_closes"].sum()) / (last - first + 1)
     expected = rate * TCP_TIMEWAIT_LEN_S
     for measured in steady["measured"]:

@@ -34,7 +34,7 @@ def test_the_table_is_read_only_when_a_destination_could_matter(
 ) -> None:
     reads: list[int] = []
     monkeypatch.setattr(sample, "tcp_sockets", lambda pid: sockets)
-    monkeypatch.setattr(sample, "socket_table", lambda sampler, pid, ino: reads.append(pid) or {})
+    monkeypatch.setattr(sample, "socket_table", lambda sampler, pid, ino, rng: reads.append(pid) or {})
     sample.scan_sockets(Family("destination", 20, 600), _Ns(rng), [1], 100, 0.0)  # type: ignore[arg-type]
     assert bool(reads) is read
 
@@ -76,8 +76,8 @@ def hold_sockets() -> None:
 
 
 def test_the_table_counts_each_destination_of_the_namespace_on_ephemeral_ports() -> None:
-    """Real sockets in a fresh namespace, read by collector/sample-netns --ephemeral-sockets
-    (ss, the kernel filtering the local ports): the client's ports per destination (open
+    """Real sockets in a fresh namespace, read by collector/sample-netns --ephemeral-of from
+    outside it (ss through nsenter, the kernel filtering the local ports): the client's ports per destination (open
     and TIME_WAIT), IPv6 and v4-mapped peers under the probes' address form; the server's
     own TIME_WAIT on its service port is not counted (it holds no ephemeral port)."""
     name = f"tq-test-sample-{os.getpid()}"
@@ -91,7 +91,9 @@ def test_the_table_counts_each_destination_of_the_namespace_on_ephemeral_ports()
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
                                   env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
         assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
-        table = sample.socket_table(ROOT / "collector" / "sample-netns", holder.pid, 1)
+        rng = subprocess.run(["ip", "netns", "exec", name, "cat", "/proc/sys/net/ipv4/ip_local_port_range"],
+                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        table = sample.socket_table(ROOT / "collector" / "sample-netns", holder.pid, 1, (int(rng[0]), int(rng[1])))
     finally:
         if holder is not None:
             holder.communicate(timeout=30)

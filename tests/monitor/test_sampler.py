@@ -4,10 +4,14 @@ exporter's requests as the one-shot modes would, and gone with its caller howeve
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from monitor.exporter.sampler import Sampler
 from tests.conftest import ROOT
@@ -80,3 +84,47 @@ def test_the_sampler_ends_when_its_caller_is_killed() -> None:
     while os.path.exists(f"/proc/{server}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{server}")
+
+
+# Listens on 127.0.0.1:8080 and prints its pid; after 2 s connects to itself and holds it for 10 s.
+LISTEN_THEN_CONNECT = (
+    "import os, socket, time; l = socket.create_server(('127.0.0.1', 8080)); print(os.getpid(), flush=True); "
+    "time.sleep(2); c = socket.create_connection(('127.0.0.1', 8080)); a = l.accept(); time.sleep(10)"
+)
+
+
+def test_the_flows_of_a_namespace_of_listeners_only_start_no_ss(tmp_path: Path, monkeypatch) -> None:
+    """After --listeners-of, a namespace whose sockstat counts no socket but those listeners has
+    no flow: --buffers-of starts no ss for it; once a connection exists it lists it."""
+    if os.geteuid() != 0:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("needs root for ip netns")
+    calls, ss = tmp_path / "calls.txt", tmp_path / "bin" / "ss"
+    ss.parent.mkdir()
+    ss.write_text(f"#!/bin/sh\necho \"$*\" >>'{calls}'\nexec '{shutil.which('ss')}' \"$@\"\n")
+    ss.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{ss.parent}:{os.environ['PATH']}")
+    name = f"tq-test-serve-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    s, server = Sampler(SAMPLER), None
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        server = subprocess.Popen(["ip", "netns", "exec", name, "python3", "-c", LISTEN_THEN_CONNECT],
+                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert server.stdout is not None
+        pid = server.stdout.readline().strip()
+        state = tmp_path / "state"
+        state.mkdir()
+        assert "127.0.0.1,8080" in s.ask("--listeners-of", pid)
+        assert s.ask("--buffers-of", "--state", str(state), pid).count("\n") == 1  # the header alone
+        assert not any("state established" in c for c in calls.read_text().splitlines())
+        time.sleep(2.5)
+        s.ask("--listeners-of", pid)
+        flows = s.ask("--buffers-of", "--state", str(state), pid)
+        assert sum("state established" in c for c in calls.read_text().splitlines()) == 1
+        assert ",8080," in flows, flows
+    finally:
+        s.close()
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "netns", "del", name], check=False)
