@@ -29,6 +29,7 @@ PAIRS     ?=
 CASES     ?=
 VM        ?=
 HOGS      ?=
+PROFILE   ?=
 PYTEST_ARGS ?=
 TARGETS   ?=
 PROM_DIR  ?= /var/lib/prometheus/node-exporter
@@ -143,9 +144,9 @@ bench: setup ## [dev] in-kernel cost per event of each probe on its lab's traffi
 	@dev/bench
 	@dev/bench-report
 
-bench-overhead: setup ## [dev] capture cost on loopback nginx churn, A/B pairs; VM=trixie: counted in instructions in a TCG guest (docs/cost.md)
+bench-overhead: setup ## [dev] capture cost on loopback nginx churn, A/B pairs; VM=trixie: counted in instructions in a TCG guest; PROFILE=1: where they go (docs/cost.md)
 	@dev/bench-overhead $(if $(PAIRS),--pairs $(PAIRS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(CASES),--cases $(CASES)) \
-		$(if $(VM),--vm $(VM)) $(if $(HOGS),--host-hogs $(HOGS))
+		$(if $(VM),--vm $(VM)) $(if $(HOGS),--host-hogs $(HOGS)) $(if $(PROFILE),--profile)
 
 matrix: setup ## [dev] VM test matrix over TARGETS (Debian 12, Debian 13, this host): the tier table (docs/kernels.md)
 	@dev/vm/matrix $(TARGETS)

@@ -7,7 +7,8 @@ bulk-as-wrk).
 
 USAGE: bench_overhead.py record out=RUNS.jsonl case=C pair=N kind=K [wrk=F low=F window=S startup=S
                                 stop=S stats_ok=0|1 ids=F perf=F before=F after=F
-                                sizes_before=F sizes_after=F meta=F]
+                                sizes_before=F sizes_after=F meta=F
+                                profile=PERF_SCRIPT.txt profile_wrk=F profile_period=NS]
        bench_overhead.py free-port LOWEST_EPHEMERAL_PORT
        bench_overhead.py http-ok PORT
        bench_overhead.py low-rate PORT RATE SECONDS
@@ -24,6 +25,8 @@ import socket
 import sys
 import time
 from typing import Any
+
+import bench_profile
 
 
 def load_json(path: str, default: Any) -> Any:
@@ -175,6 +178,11 @@ def record(argv: list[str]) -> None:
         rec["bpf_ns"] = sum(p["ns"] for p in progs)
     if a.get("sizes_before"):
         rec["output_bytes"] = output_bytes(a["sizes_before"], a["sizes_after"])
+    if a.get("profile"):
+        with open(a["profile"], errors="replace") as f:
+            rec["profile"] = bench_profile.parse(f)
+        rec["profile"]["period_ns"] = int(a["profile_period"])
+        rec["profile"]["requests"] = parse_wrk(a["profile_wrk"])["requests"]
     if a.get("meta"):
         m = load_json(a["meta"], {})
         rec["capture_complete"] = m.get("complete")

@@ -12,6 +12,8 @@ import statistics
 import sys
 from typing import Any
 
+import bench_profile
+
 DASH = "\u2013"  # en dash, between the ends of a range
 TIMES = "\u00d7"
 MICRO = "\u00b5"
@@ -368,6 +370,32 @@ def icount_lines(summary: dict[str, Any], runs: list[dict[str, Any]], meta: dict
     return L
 
 
+def profile_lines(summary: dict[str, Any], runs: list[dict[str, Any]], cases: list[str]) -> list[str]:
+    """--profile: per case, where the instructions (CPU ns on a real CPU) a connection went, by
+    task and class, the profiled base windows against the profiled with windows."""
+    L: list[str] = []
+    summary["profile"] = {}
+    for c in cases:
+        cp = bench_profile.case_profile(runs, c)
+        if cp is None:
+            continue
+        summary["profile"][c] = cp
+        b, w = cp["base"], cp["with"]
+        total_b, total_w = sum(b["tasks"].values()), sum(w["tasks"].values())
+        L += [
+            "",
+            f"Profile of {c}: perf cpu-clock samples (under -icount: instructions) a connection, "
+            f"{b['windows']} base windows ({b['requests']} requests) against {w['windows']} with ({w['requests']}); "
+            f"lines not understood {b['unparsed'] + w['unparsed']}",
+            f"  {'task/class':<34}{'base':>10}{'with':>10}{'more':>10}",
+        ]
+        L += [f"  {k:<34}{x:>10.0f}{y:>10.0f}{d:>+10.0f}" for k, x, y, d in bench_profile.diff_rows(cp, "tasks", 16)]
+        L.append(f"  {'all':<34}{total_b:>10.0f}{total_w:>10.0f}{total_w - total_b:>+10.0f}")
+        L.append("  the symbols that moved most (each window's 40 most sampled only):")
+        L += [f"    {k:<60}{d:>+10.0f}" for k, _, _, d in bench_profile.diff_rows(cp, "symbols", 12)]
+    return L
+
+
 def rates_lines(rates: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
     L = ["", "Output bytes per second, full capture (probe_<family>.out; samplers: their CSV files)"]
     kinds = [r for r in rates if r["kind"] in ("low", "high")]
@@ -433,6 +461,7 @@ def summarize(argv: list[str]) -> None:
         L.extend(net_of_floor_lines(summary, int(meta["cpus"])))
     if meta.get("icount"):
         L.extend(icount_lines(summary, runs, meta))
+    L.extend(profile_lines(summary, runs, ab_cases))
     L.extend(against_null_lines(summary))
     if not meta.get("icount"):
         L.extend(cpu_ratio_lines(summary))

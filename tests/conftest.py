@@ -8,6 +8,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -22,11 +23,17 @@ def fixture_run(name: str) -> Path:
 
 
 def script_module(path: str) -> ModuleType:
-    """A Python file of the pack that is a script, not a package module (dev/, labs/), imported."""
+    """A Python file of the pack that is a script, not a package module (dev/, labs/), imported
+    with its own folder first on sys.path, as running it puts it there (for its sibling modules)."""
     spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    folder = str((ROOT / path).parent)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(folder)
     return mod
 
 
