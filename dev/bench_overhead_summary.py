@@ -438,7 +438,8 @@ def summarize(argv: list[str]) -> None:
     L = [
         "bench-overhead: loopback nginx (one process: master_process off, keepalive_timeout 0), "
         f"wrk -t1 -c{meta['connections']} -H 'Connection: close', {meta['seconds']} s per run, "
-        f"{meta['pairs']} A/B pairs per case (order alternating)",
+        f"{meta['pairs']} A/B pairs per case (order alternating), settle {meta.get('settle_seconds', '?')} s, "
+        f"samplers' CPU budget {meta.get('cpu_budget', 'default')}",
         f"host: {meta['cpus']} CPUs, Linux {meta['kernel']}, {meta['bpftrace']}; load average at start "
         f"{meta['load_start']}, at end {meta['load_end']}; run took {meta['elapsed_s']:.0f} s",
         "throughput with kernel.bpf_stats_enabled=0; BPF time from run_time_ns/run_cnt deltas over a "
