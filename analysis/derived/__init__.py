@@ -52,3 +52,9 @@ class RunLike(Protocol):
 def interval_s(run: RunLike) -> int:
     """The probes' print interval in seconds (metadata interval_s; 1 when absent)."""
     return int(run.metadata.get("interval_s", 1))
+
+
+def processes_in_time_order(run: RunLike) -> pd.DataFrame:
+    """processes.csv by time: a process is recorded again when an exec changes its name
+    (contract 13), so a pid's last row names it."""
+    return run.table("processes").sort_values("time_s", kind="stable")

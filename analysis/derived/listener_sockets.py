@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from . import RunLike
+from . import RunLike, processes_in_time_order
 from .addresses import plain
 
 
@@ -77,10 +77,10 @@ def _pids(text: Any) -> list[int]:
 def _comm_of(run: RunLike, netns: int, pid: int) -> str | None:
     """A process's name: processes.csv (its latest row: a process is recorded again after an exec),
     else the name ss gave it."""
-    procs = run.table("processes")
+    procs = processes_in_time_order(run)
     hit = procs[(procs["pid"] == pid) & procs["comm"].notna()]
     if not hit.empty:
-        return str(hit.sort_values("time_s", kind="stable")["comm"].iloc[-1])
+        return str(hit["comm"].iloc[-1])
     ls = run.table("listeners")
     hit = ls[(ls["netns"] == netns) & (ls["pid"] == pid) & ls["comm"].notna()]
     return str(hit["comm"].iloc[-1]) if not hit.empty else None

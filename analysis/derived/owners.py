@@ -19,7 +19,7 @@ from analysis.cgroups import CgroupOwner, named, names_from_rows, owner_of_cgrou
 from analysis.findings import Finding
 from analysis.kernel import INIT_NET_INODE
 
-from . import RunLike
+from . import RunLike, processes_in_time_order
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,9 @@ class Owner:
 
 
 def owners(run: RunLike) -> dict[tuple[int, int], Owner]:
-    """(netns, pid) -> Owner, for every process of processes.csv whose cgroup names one."""
-    procs = run.table("processes")
+    """(netns, pid) -> Owner, for every process of processes.csv whose cgroup names one (its
+    latest row's)."""
+    procs = processes_in_time_order(run)
     names = _names(run.table("containers"))
     out: dict[tuple[int, int], Owner] = {}
     for netns, pid, cgroup in procs[["netns", "pid", "cgroup"]].itertuples(index=False):

@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.load import RunDataError
 from analysis.wording.servers import server_knob
 
-from . import RunLike
+from . import RunLike, processes_in_time_order
 from .servers import server_of_exe
 
 COLUMNS = [
@@ -144,10 +144,10 @@ def worker_stall(row: dict[str, Any]) -> str | None:
 def _exe(run: RunLike, last: pd.DataFrame) -> str | None:
     """The executable of the process holding the listener (processes.csv: its latest row, after any
     exec), by its pid."""
-    procs = run.table("processes")
+    procs = processes_in_time_order(run)
     pids = set(last["pid"].dropna().astype(int))
     hit = procs[procs["pid"].isin(pids) & procs["exe"].notna()]
-    return str(hit.sort_values("time_s", kind="stable")["exe"].iloc[-1]) if not hit.empty else None
+    return str(hit["exe"].iloc[-1]) if not hit.empty else None
 
 
 AT_LIMIT_COLUMNS = [

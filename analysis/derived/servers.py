@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from . import RunLike
+from . import RunLike, processes_in_time_order
 
 # Executable name (without a version suffix: python3.11, php-fpm8.2) -> server.
 EXECUTABLES = {
@@ -41,8 +41,8 @@ def server_of(run: RunLike, netns: int | None, pid: int | None) -> str | None:
     recorded again after an exec)."""
     if pid is None:
         return None
-    procs = run.table("processes")
+    procs = processes_in_time_order(run)
     rows = procs[(procs["pid"] == pid) & procs["exe"].notna()]
     if netns is not None and (rows["netns"] == netns).any():
         rows = rows[rows["netns"] == netns]
-    return server_of_exe(str(rows.sort_values("time_s", kind="stable")["exe"].iloc[-1])) if not rows.empty else None
+    return server_of_exe(str(rows["exe"].iloc[-1])) if not rows.empty else None
