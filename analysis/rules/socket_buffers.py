@@ -376,17 +376,17 @@ def _netns_arg(namespaces: list[int]) -> str:
     return words if len(namespaces) == 1 else f'"{words}"'
 
 
-def _not_listed(run: RunView, judged: set[SocketKey], listed: set[SocketKey]) -> list[Finding]:
-    """Flows the probe saw held back or left full that no judgement covered (they had not two
-    listings of their clocks: they lived between the sampler's listings, or their namespace was not
-    sampled): not judged, so listed as not checked, one entry a flow (its writer's and its reader's
-    sockets together), with the capture that would judge them. A socket is covered when it was
-    judged, or when its peer was and the peer's own peer was listed nowhere (the flow's other end,
-    judged from this one); a flow of the same addresses and ports in another namespace covers none."""
-    sampled = {int(ns["inode"]) for ns in run.metadata.get("netns", [])}
+Flow = tuple[str, int, str, int]  # the writer's laddr, lport, raddr, rport
+
+
+def _limited_flows(run: RunView, judged: set[SocketKey], listed: set[SocketKey]) -> dict[Flow, dict[str, Any]]:
+    """The flows the probe saw held back or left full that no judgement covered, each with its
+    sockets (address:port -> netns) and its counts. A socket is covered when it was judged, or
+    when its peer was and the peer's own peer was listed nowhere (the flow's other end, judged
+    from this one); a flow of the same addresses and ports in another namespace covers none."""
     tuples = {k[1:] for k in listed}
     peer_of_judged = {(k[3], k[4], k[1], k[2]) for k in judged} - tuples
-    flows: dict[tuple[str, int, str, int], dict[str, Any]] = {}
+    flows: dict[Flow, dict[str, Any]] = {}
     for key, counted in sbd.probe_totals(run).items():
         seen = _limits_seen(counted)
         if key in judged or key[1:] in peer_of_judged or not any(seen.values()):
@@ -398,21 +398,34 @@ def _not_listed(run: RunView, judged: set[SocketKey], listed: set[SocketKey]) ->
         f["sockets"][f"{laddr}:{lport}"] = netns
         for c in PROBE_LIMITS:
             f[c] += seen[c]
-    out = []
-    for (laddr, lport, raddr, rport), f in flows.items():
-        namespaces = sorted(set(f["sockets"].values()))
-        sender = f["sockets"].get(f"{laddr}:{lport}")
-        netns = sender if sender is not None else namespaces[0]
-        listed = [(ns, *_flows_listed(run, ns)) for ns in namespaces]
-        subject = {"netns": netns, "netns_label": run.netns_label(netns), "laddr": laddr, "lport": lport,
-                   "raddr": raddr, "rport": rport, "service_port": min(lport, rport),
-                   "we_are": "sender" if sender is not None else "receiver",
-                   "receiver_netns": f["sockets"].get(f"{raddr}:{rport}")}  # fmt: skip
-        ev = {"sockets": ", ".join(f["sockets"]), **{c: f[c] for c in PROBE_LIMITS},
-              "unsampled": [ns for ns in namespaces if ns not in sampled],
-              "listings": [{"netns": ns, "flows_listed": n, "samples": m} for ns, n, m in listed if ns in sampled],
-              "command": f"make capture NETNS={_netns_arg(namespaces)} PROBES=socket_buffers DURATION=60"}  # fmt: skip
-        out.append(Finding(KIND, "not_checked", subject, chain=[Link("probe", "flow_not_listed", ev)]))
+    return flows
+
+
+def _not_listed_finding(run: RunView, flow: Flow, f: dict[str, Any], sampled: set[int]) -> Finding:
+    """Not checked: one limited flow, both its sockets, each namespace's listings, and the
+    capture that would judge it."""
+    laddr, lport, raddr, rport = flow
+    namespaces = sorted(set(f["sockets"].values()))
+    sender = f["sockets"].get(f"{laddr}:{lport}")
+    netns = sender if sender is not None else namespaces[0]
+    listings = [(ns, *_flows_listed(run, ns)) for ns in namespaces if ns in sampled]
+    subject = {"netns": netns, "netns_label": run.netns_label(netns), "laddr": laddr, "lport": lport,
+               "raddr": raddr, "rport": rport, "service_port": min(lport, rport),
+               "we_are": "sender" if sender is not None else "receiver",
+               "receiver_netns": f["sockets"].get(f"{raddr}:{rport}")}  # fmt: skip
+    ev = {"sockets": ", ".join(f["sockets"]), **{c: f[c] for c in PROBE_LIMITS},
+          "unsampled": [ns for ns in namespaces if ns not in sampled],
+          "listings": [{"netns": ns, "flows_listed": n, "samples": m} for ns, n, m in listings],
+          "command": f"make capture NETNS={_netns_arg(namespaces)} PROBES=socket_buffers DURATION=60"}  # fmt: skip
+    return Finding(KIND, "not_checked", subject, chain=[Link("probe", "flow_not_listed", ev)])
+
+
+def _not_listed(run: RunView, judged: set[SocketKey], listed: set[SocketKey]) -> list[Finding]:
+    """Flows the probe saw held back or left full that no judgement covered (they had not two
+    listings of their clocks: they lived between the sampler's listings, or their namespace was not
+    sampled): not judged, so listed as not checked, one entry a flow, the most limited first."""
+    sampled = {int(ns["inode"]) for ns in run.metadata.get("netns", [])}
+    out = [_not_listed_finding(run, flow, f, sampled) for flow, f in _limited_flows(run, judged, listed).items()]
     out.sort(key=lambda f: -sum(f.chain[0].evidence[c] for c in PROBE_LIMITS))
     return out[:MAX_RULED_OUT]
 
