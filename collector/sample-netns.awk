@@ -37,7 +37,7 @@ function put(line, out) {
 function split_ep(ep, parts,   p) {
 	p = match(ep, /:[0-9]+$/)
 	parts[1] = substr(ep, 1, p - 1); parts[2] = substr(ep, p + 1) + 0
-	gsub(/[\[\]]/, "", parts[1]); sub(/%.*/, "", parts[1])
+	gsub(/\[|\]/, "", parts[1]); sub(/%.*/, "", parts[1])
 }
 
 # --- counters.csv ---
@@ -232,7 +232,7 @@ function listener(line, owner,   f, local, p, addr, port, pid, comm, u, ds, ino,
 	split(line, f, " ")
 	local = f[3]; p = match(local, /:[0-9*]+$/)
 	addr = substr(local, 1, p - 1); port = substr(local, p + 1)
-	gsub(/[\[\]]/, "", addr); sub(/%.*/, "", addr)
+	gsub(/\[|\]/, "", addr); sub(/%.*/, "", addr)
 	ds = (addr == "*") ? 1 : 0
 	if (addr == "*") addr = "::"
 	u = users(line)
