@@ -192,6 +192,51 @@ def test_a_namespace_of_listeners_only_starts_no_ss_for_flows_or_time_wait(tmp_p
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
+def test_a_namespace_without_a_tcp_socket_is_listed_without_ss(tmp_path: Path) -> None:
+    """--listeners-of and --buffers-of (the exporter's scans of every namespace) start no ss where
+    sockstat counts no TCP socket at all, IPv4 or IPv6; once a listener exists it is listed."""
+    _need_root()
+    name = f"tq-test-empty-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    holder = None
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        holder = subprocess.Popen(["ip", "netns", "exec", name, "python3", "-c", HOLD_THEN_LISTEN],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert holder.stdout is not None and holder.stdin is not None
+        pid = holder.stdout.readline().strip()
+        calls = tmp_path / "calls.txt"
+        env = _with_ss_logging_its_calls(tmp_path, calls)
+        serve = [str(ROOT / "collector" / "sample-netns"), "--listeners-of", pid]
+        r = subprocess.run(serve, capture_output=True, text=True, check=True, env=env)
+        assert r.stdout.splitlines()[1:] == [] and not calls.exists()
+        (tmp_path / "state").mkdir()
+        flows = [str(ROOT / "collector" / "sample-netns"), "--buffers-of", "--state", str(tmp_path / "state"), pid]
+        assert subprocess.run(flows, capture_output=True, text=True, check=True, env=env).stdout.count("\n") == 1
+        assert not calls.exists()
+        holder.stdin.write("listen\n")
+        holder.stdin.flush()
+        port = holder.stdout.readline().strip()
+        rows = list(csv.DictReader(io.StringIO(subprocess.run(serve, capture_output=True, text=True, check=True,
+                                                              env=env).stdout)))  # fmt: skip
+        assert [(r["laddr"], r["lport"]) for r in rows] == [("::1", port)]
+        assert sum("state listening" in c for c in calls.read_text().splitlines()) >= 1
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+# Prints its pid, then on a line from stdin listens on [::1] (IPv6: sockstat6 counts it) and
+# prints the port; holds it until killed.
+HOLD_THEN_LISTEN = (
+    "import os, socket, sys; print(os.getpid(), flush=True); sys.stdin.readline(); "
+    "l = socket.create_server(('::1', 0), family=socket.AF_INET6); print(l.getsockname()[1], flush=True); "
+    "sys.stdin.readline()"
+)
+
+
 # Listens on 127.0.0.1:PORT and prints its pid; after FORK_AFTER seconds forks a worker that
 # holds the listener too (as nginx's master forks its workers) and prints its pid; both hold
 # it for 6 s.
