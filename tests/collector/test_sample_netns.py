@@ -588,6 +588,48 @@ def test_over_its_cpu_budget_a_sample_skips_the_listings_that_grow_with_sockets(
         assert "CPU budget (0.01 % of a CPU) left out 14 listings of flows or TIME_WAIT over 8 samples" in stderr
 
 
+# An awk that spends CPU_S of CPU before it passes each request of a served parser on (the real
+# awk, its child, answers on the stdout both share), and is the real awk for any other call.
+CPU_HUNGRY_AWK = """#!/usr/bin/env python3
+import os, subprocess, sys, time
+real = {awk!r}
+if "job=serve" not in sys.argv:
+    os.execv(real, [real, *sys.argv[1:]])
+child = subprocess.Popen([real, *sys.argv[1:]], stdin=subprocess.PIPE, close_fds=False)
+for line in sys.stdin.buffer:
+    until = time.process_time() + {cpu_s}
+    while time.process_time() < until:
+        pass
+    child.stdin.write(line)
+    child.stdin.flush()
+child.stdin.close()
+sys.exit(child.wait())
+"""
+
+
+def test_the_budget_counts_the_parsers_cpu(tmp_path: Path) -> None:
+    """The parser runs for the sampler's life, so the times builtin never counts it: its own clock
+    must be paid from the budget like every other step. A parser that spends 0.1 s of CPU on each
+    request (two a sample, 0.5 s apart: 40 % of a CPU) puts the sampler over a 20 % budget, which
+    its bash and ss alone keep to: the listings of a namespace of 1 050 TIME_WAIT sockets are
+    left out after the first sample (they were made at every sample while the parser's CPU went
+    uncounted)."""
+    awk = tmp_path / "bin" / "awk"
+    awk.parent.mkdir()
+    awk.write_text(CPU_HUNGRY_AWK.format(awk=shutil.which("awk"), cpu_s=0.1))
+    awk.chmod(0o755)
+    with _namespace_with_time_wait("tw-parser-cpu", 210) as name:
+        out = tmp_path / "out"
+        r = subprocess.run(["ip", "netns", "exec", name, "env", f"PATH={awk.parent}:{os.environ['PATH']}",
+                            str(ROOT / "collector" / "sample-netns"), "--out", str(out), "--interval", "0.5",
+                            "--duration", "3", "--cpu-budget", "20"],
+                           check=True, timeout=60, capture_output=True, text=True)  # fmt: skip
+        sockstat = list(csv.DictReader((out / "sockstat.csv").open()))
+        assert [int(r["tcp_tw"]) for r in sockstat] == [1050] * 6
+        assert [r["tw_listed"] for r in sockstat] == ["1"] + ["0"] * 5
+        assert "CPU budget (20 % of a CPU) left out 10 listings" in r.stderr
+
+
 def test_a_namespace_of_few_sockets_is_listed_at_every_sample_whatever_the_budget(tmp_path: Path) -> None:
     """The budget bounds what grows with sockets: 60 TIME_WAIT sockets (a small walk) are listed at
     every sample under a budget no sample can meet, and so would a quiet namespace's short flow
