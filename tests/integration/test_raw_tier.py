@@ -306,6 +306,15 @@ def test_time_wait_both_tiers_count_the_same_on_one_run(side_by_side) -> None:
         got = raw[raw["netns"] == cli].groupby(keys)[cols].sum()
         assert not want.empty and int(want.to_numpy().sum()) > 100, table
         assert _rows(got) == _rows(want), table
+    # A sampled death (at CLOSE, where the socket has given its local port back) is keyed as
+    # its connection's close was: its endpoint and service port are among those of the closes.
+    ref, raw = pd.read_csv(csv / "tw_close.csv"), run.table("tw_close")
+    life = [c for c in ref.columns if c.startswith("life_lt") or c == "life_ge_10s"]
+    keys = ["netns", "family", "laddr", "raddr", "service_port", "service_local"]
+    deaths = raw[(raw["netns"] == cli) & (raw[life].sum(axis=1) > 0)]
+    closes = ref[(ref["netns"] == cli) & (ref["active_closes"] + ref["passive_closes"] > 0)]
+    assert len(deaths) > 0
+    assert set(map(tuple, deaths[keys].astype(str).values)) <= set(map(tuple, closes[keys].astype(str).values))
 
 
 SB_COUNTS = ["limited_writes", "writes_blocked", "writes_rwnd_limited", "writes_sndbuf_limited", "sndbuf_locked_writes",
