@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.derived.time_wait import LIFE_COLS
 from analysis.load import Run
 from tests.conftest import ROOT, _kernel_problem, sigint_default
 from tests.integration.children import wait_for
@@ -309,9 +310,8 @@ def test_time_wait_both_tiers_count_the_same_on_one_run(side_by_side) -> None:
     # A sampled death (at CLOSE, where the socket has given its local port back) is keyed as
     # its connection's close was: its endpoint and service port are among those of the closes.
     ref, raw = pd.read_csv(csv / "tw_close.csv"), run.table("tw_close")
-    life = [c for c in ref.columns if c.startswith("life_lt") or c == "life_ge_10s"]
     keys = ["netns", "family", "laddr", "raddr", "service_port", "service_local"]
-    deaths = raw[(raw["netns"] == cli) & (raw[life].sum(axis=1) > 0)]
+    deaths = raw[(raw["netns"] == cli) & (raw[LIFE_COLS].sum(axis=1) > 0)]
     closes = ref[(ref["netns"] == cli) & (ref["active_closes"] + ref["passive_closes"] > 0)]
     assert len(deaths) > 0
     assert set(map(tuple, deaths[keys].astype(str).values)) <= set(map(tuple, closes[keys].astype(str).values))
