@@ -73,6 +73,32 @@ def test_blocks_on_one_tracepoint_become_one_program() -> None:
     assert "\n// socket_buffers.raw.bt\nrawtracepoint:sock_send_length\n{\n\t$sk = " in text
 
 
+@pytest.mark.parametrize(
+    "files", [("accept_queue.raw.bt", "time_wait.raw.bt"), ("time_wait.raw.bt", "accept_queue.raw.bt")]
+)
+def test_each_file_keeps_the_order_of_its_blocks(files: tuple[str, str]) -> None:
+    """bpftrace types a map at its first use in the text: the accept queue's merged
+    inet_sock_set_state block uses @aq_slot, typed in its sk_data_ready block before it, so it
+    must stay after that block whichever file comes first (where the TIME_WAIT block stood,
+    bpftrace 0.23 refused the bundle: the VM matrix's time-wait lab, 2026-12-07)."""
+    text = _bundle(*files)
+    for f in files:
+        probes = list(dict.fromkeys(BLOCK.findall((ROOT / "probes" / f).read_text())))
+        at = [re.search(rf"^{re.escape(p)}$", text, re.M).start() for p in probes]  # type: ignore[union-attr]
+        assert at == sorted(at), (f, probes)
+
+
+def test_two_files_on_two_tracepoints_in_opposite_orders_are_refused(tmp_path: Path) -> None:
+    """No order of the merged programs keeps both files' orders: said, not bundled wrong."""
+    one, two = tmp_path / "one.bt", tmp_path / "two.bt"
+    one.write_text("tracepoint:tcp:tcp_send_reset\n{\n\t@a = count();\n}\ntracepoint:tcp:tcp_receive_reset\n{\n"
+                   "\t@b = count();\n}\n")  # fmt: skip
+    two.write_text("tracepoint:tcp:tcp_receive_reset\n{\n\t@c = count();\n}\ntracepoint:tcp:tcp_send_reset\n{\n"
+                   "\t@d = count();\n}\n")  # fmt: skip
+    r = subprocess.run([str(BUNDLE), str(one), str(two)], capture_output=True, text=True)
+    assert r.returncode != 0 and "opposite orders" in r.stderr
+
+
 def test_a_block_that_returns_stays_a_program_of_its_own(tmp_path: Path) -> None:
     """return (or exit) ends the program: merged, it would skip the blocks after it."""
     first, second = tmp_path / "first.bt", tmp_path / "second.bt"

@@ -12,6 +12,7 @@ other) against the server's own count."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -102,6 +103,8 @@ def _side_by_side(bpftrace: str, tmp: Path, family: str, lab: str, variant: str)
 # The accept queue's and TIME_WAIT's raw files both attach to inet_sock_set_state, and one
 # bpftrace runs them as one program (collector/probe-bundle): each is compared captured so.
 CAPTURED_WITH = {"accept_queue": "accept_queue,time_wait", "time_wait": "accept_queue,time_wait"}
+# The files doctor picks here under bpftrace 0.23 for the families with no syscall hook (cheap).
+CHEAP_RAW_FILES = ("accept_queue.raw.bt", "time_wait.raw.bt", "socket_buffers.raw.bt", "retransmits.tracepoint.bt")
 
 
 # One side-by-side run per family for the module: it is both the tiers' comparison and
@@ -345,6 +348,23 @@ def test_socket_buffers_both_tiers_count_the_same_on_one_run(side_by_side) -> No
 
 def _rows(t: pd.DataFrame) -> list[list[str]]:
     return sorted(t.reset_index().astype(str).values.tolist())
+
+
+def test_every_order_of_the_cheap_tiers_files_bundles_into_a_program_bpftrace_023_takes(bpftrace_023: str) -> None:
+    """A capture bundles its families' files in the order it is given them (`--probes time_wait,
+    accept_queue`): each of the 24 orders of the four files with no syscall hook compiles
+    (--dry-run: bpftrace types every map and loads nothing). Merged where the TIME_WAIT block
+    stood, the accept queue's inet_sock_set_state block came before the block that types its
+    @aq_slot, and bpftrace refused the bundle: the VM matrix's time-wait lab (2026-12-07)."""
+    files = [str(ROOT / "probes" / f) for f in CHEAP_RAW_FILES]
+    refused = []
+    for order in itertools.permutations(files):
+        bundle = subprocess.run([str(ROOT / "collector" / "probe-bundle"), *order], capture_output=True, text=True,
+                                check=True).stdout  # fmt: skip
+        r = subprocess.run([bpftrace_023, "--dry-run", "-e", bundle], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            refused.append(([Path(f).name for f in order], [x for x in r.stderr.splitlines() if "ERROR" in x][:1]))
+    assert not refused, refused
 
 
 def test_every_probe_file_runnable_with_023_attaches_and_prints(bpftrace_023: str, tmp_path: Path) -> None:
